@@ -1,0 +1,130 @@
+package quant
+
+import "math"
+
+// BlockQ8K is one 256-element activation block quantized to Q8_K.
+//
+// The value of element i is approximately D*Qs[i]. D is negative whenever the
+// element of largest magnitude in the block is positive (see QuantizeQ8K).
+// Bsums[g] is the sum of Qs[16g:16g+16], used by the min terms of the K-quant
+// dot products.
+type BlockQ8K struct {
+	D     float32
+	Qs    [QK_K]int8
+	Bsums [QK_K / 16]int16
+}
+
+// BlockQ8_0 is one 32-element activation block quantized to Q8_0 with a
+// float32 scale.
+//
+// Unlike a stored Q8_0 weight block, whose scale is an f16, the activation
+// keeps its scale in float32, as upstream ds4 does.
+type BlockQ8_0 struct {
+	D  float32
+	Qs [32]int8
+}
+
+// QuantizeQ8K quantizes x (len a multiple of 256) into dst (len(x)/256
+// blocks).
+//
+// Per block it follows upstream ds4_quantize_row_q8_K: the element with the
+// largest |x| (the first one on ties) is encoded as -127, the scale is
+// d = 1/(-127/max) and the other elements are rounded to nearest even and
+// clamped to [-128, 127]. An all-zero block gets d = 0. Results for blocks
+// holding NaN or Inf are unspecified. QuantizeQ8K panics if len(x) is not a
+// multiple of 256 or dst is shorter than len(x)/256.
+func QuantizeQ8K(x []float32, dst []BlockQ8K) {
+	if len(x)%QK_K != 0 {
+		panic("quant: QuantizeQ8K input length is not a multiple of 256")
+	}
+	nb := len(x) / QK_K
+	dst = dst[:nb]
+	for b := range dst {
+		xb := (*[QK_K]float32)(x[b*QK_K:])
+		y := &dst[b]
+
+		var mx, amax float32
+		for _, v := range xb {
+			// Strictly greater keeps the first element on ties, and so its
+			// sign, which decides the sign of d.
+			if a := actAbs(v); a > amax {
+				amax = a
+				mx = v
+			}
+		}
+		if amax == 0 {
+			*y = BlockQ8K{}
+			continue
+		}
+
+		iscale := -127 / mx
+		for j, v := range xb {
+			y.Qs[j] = actRoundI8(iscale * v)
+		}
+		for g := range y.Bsums {
+			var s int16
+			for _, q := range y.Qs[16*g : 16*g+16] {
+				s += int16(q)
+			}
+			y.Bsums[g] = s
+		}
+		y.D = 1 / iscale
+	}
+}
+
+// QuantizeQ8_0 quantizes x into dst (ceil(len(x)/32) blocks; a final partial
+// block is zero-padded).
+//
+// Per block it follows upstream quantize_q8_0_activation: d = amax/127 kept
+// in float32, id = 1/d, q = clamp(RNE(x*id), -128, 127) with ties to even,
+// and d = 0 with all codes 0 for an all-zero block. Results for blocks holding NaN or Inf are
+// unspecified. QuantizeQ8_0 panics if dst is shorter than ceil(len(x)/32).
+func QuantizeQ8_0(x []float32, dst []BlockQ8_0) {
+	nb := (len(x) + 31) / 32
+	dst = dst[:nb]
+	for b := range dst {
+		xb := x[b*32 : min(b*32+32, len(x))]
+		y := &dst[b]
+
+		// A plain comparison rather than the max builtin: like upstream's
+		// C, it skips NaNs instead of propagating them.
+		var amax float32
+		for _, v := range xb {
+			if a := actAbs(v); a > amax {
+				amax = a
+			}
+		}
+		d := amax / 127
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		y.D = d
+		for j, v := range xb {
+			y.Qs[j] = actRoundI8(v * id)
+		}
+		clear(y.Qs[len(xb):])
+	}
+}
+
+// actAbs returns |v| by clearing the sign bit.
+func actAbs(v float32) float32 {
+	return math.Float32frombits(math.Float32bits(v) &^ (1 << 31))
+}
+
+// actRoundI8 rounds v to the nearest integer, ties to even (C lrintf in
+// the default rounding mode), and clamps the result to the int8 range.
+func actRoundI8(v float32) int8 {
+	// v is a float32 so the float64 rounding sees exactly the value upstream
+	// rounds. Clamping in the float domain is the same as clamping the
+	// integer because rounding is monotone, and it keeps the conversion in
+	// range.
+	r := math.RoundToEven(float64(v))
+	switch {
+	case r > 127:
+		r = 127
+	case r < -128:
+		r = -128
+	}
+	return int8(r)
+}

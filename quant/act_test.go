@@ -1,0 +1,295 @@
+package quant
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// actSlack is the relative slack on the |d|/2 quantization error: the scaled
+// value and the scale are each rounded to float32 once, which moves the
+// dequantized value by at most a few hundred ulps of 127·|d|.
+const actSlack = 1e-5
+
+// randActivation returns n Gaussian values whose blocks of 32 have scales
+// spread over several orders of magnitude, so that every block gets its own
+// quantization scale.
+func randActivation(r *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		// The scale changes every 32 elements (so also every Q8_K block)
+		// and cycles over 1e-3..1e3.
+		scale := math.Pow(10, float64(i/32%7)-3)
+		x[i] = float32(r.NormFloat64() * scale)
+	}
+	return x
+}
+
+func TestQuantizeQ8K(t *testing.T) {
+	block := func(set map[int]float32) []float32 {
+		x := make([]float32, QK_K)
+		for i, v := range set {
+			x[i] = v
+		}
+		return x
+	}
+	tests := []struct {
+		name  string
+		x     []float32
+		d     float32      // want D exactly
+		codes map[int]int8 // want Qs at these indices
+		all   bool         // every index not in codes must be 0
+	}{
+		{
+			name:  "positive max gives negative d",
+			x:     block(map[int]float32{5: 3, 9: -1.2, 200: 0.75}),
+			d:     1 / (-127 / float32(3)),
+			codes: map[int]int8{5: -127, 9: 51, 200: -32}, // 50.8 → 51, -31.75 → -32
+			all:   true,
+		},
+		{
+			name:  "negative max gives positive d",
+			x:     block(map[int]float32{17: -6, 100: 2}),
+			d:     1 / (-127 / float32(-6)),
+			codes: map[int]int8{17: -127, 100: 42}, // 42.33 → 42
+			all:   true,
+		},
+		{
+			name:  "tie keeps the first (positive)",
+			x:     block(map[int]float32{3: 2, 10: -2}),
+			d:     1 / (-127 / float32(2)),
+			codes: map[int]int8{3: -127, 10: 127},
+			all:   true,
+		},
+		{
+			name:  "tie keeps the first (negative)",
+			x:     block(map[int]float32{3: -2, 10: 2}),
+			d:     1 / (-127 / float32(-2)),
+			codes: map[int]int8{3: -127, 10: 127},
+			all:   true,
+		},
+		{
+			// max = -127 makes iscale exactly 1, so x itself is rounded:
+			// exact halves must go to the even neighbour.
+			name:  "ties to even",
+			x:     block(map[int]float32{0: -127, 1: 2.5, 2: 3.5, 3: -2.5, 4: -3.5, 5: 0.5, 6: -0.5, 7: 126.5, 8: 1.5}),
+			d:     1,
+			codes: map[int]int8{0: -127, 1: 2, 2: 4, 3: -2, 4: -4, 5: 0, 6: 0, 7: 126, 8: 2},
+			all:   true,
+		},
+		{
+			name: "all zero (with negative zeros)",
+			x:    block(map[int]float32{4: float32(math.Copysign(0, -1)), 77: 0}),
+			d:    0,
+			all:  true,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := make([]BlockQ8K, 1)
+			// Pre-fill with garbage so an all-zero block must clear it.
+			for i := range dst[0].Qs {
+				dst[0].Qs[i] = 99
+			}
+			dst[0].Bsums[3] = 7
+			QuantizeQ8K(tc.x, dst)
+			y := dst[0]
+			require.Equal(t, math.Float32bits(tc.d), math.Float32bits(y.D), "d = %v, want %v", y.D, tc.d)
+			for i, q := range y.Qs {
+				if want, ok := tc.codes[i]; ok {
+					require.Equal(t, want, q, "qs[%d]", i)
+				} else if tc.all {
+					require.Zero(t, q, "qs[%d]", i)
+				}
+			}
+			requireBsums(t, &y)
+		})
+	}
+}
+
+// requireBsums checks bsums against the codes.
+func requireBsums(t *testing.T, y *BlockQ8K) {
+	t.Helper()
+	for g := range 16 {
+		s := 0
+		for _, q := range y.Qs[16*g : 16*g+16] {
+			s += int(q)
+		}
+		require.Equal(t, s, int(y.Bsums[g]), "bsums[%d]", g)
+	}
+}
+
+func TestQuantizeQ8KRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const nb = 16
+	x := randActivation(r, nb*QK_K)
+	// One block whose largest element is a lone positive outlier.
+	x[3*QK_K+77] = 1000
+	dst := make([]BlockQ8K, nb)
+	QuantizeQ8K(x, dst)
+	for b := range dst {
+		y := &dst[b]
+		xb := x[b*QK_K : (b+1)*QK_K]
+		imax := 0
+		for i, v := range xb {
+			if absF32(v) > absF32(xb[imax]) {
+				imax = i
+			}
+		}
+		require.Equal(t, int8(-127), y.Qs[imax], "block %d: the largest element encodes to -127", b)
+		require.Equal(t, xb[imax] > 0, y.D < 0, "block %d: d has the opposite sign of the max", b)
+		require.Equal(t, 1/(-127/xb[imax]), y.D, "block %d", b)
+		requireBsums(t, y)
+		for i, v := range xb {
+			deq := float64(y.D) * float64(y.Qs[i])
+			require.LessOrEqual(t, math.Abs(deq-float64(v)), math.Abs(float64(y.D))*(0.5+actSlack),
+				"block %d elem %d: x=%v q=%d d=%v", b, i, v, y.Qs[i], y.D)
+		}
+	}
+}
+
+func TestQuantizeQ8KPanicsOnPartialBlock(t *testing.T) {
+	require.Panics(t, func() { QuantizeQ8K(make([]float32, 300), make([]BlockQ8K, 2)) })
+}
+
+func TestQuantizeQ8_0(t *testing.T) {
+	// garbage pre-fills dst, to see that every code, padding included, is
+	// written.
+	const garbage = 55
+	tests := []struct {
+		name  string
+		x     []float32
+		d     []float32 // want D per block
+		codes [][]int8  // want Qs per block (all 32)
+	}{
+		{
+			// amax = 127 gives d = 1 and id = 1, so x itself is rounded.
+			name:  "ties to even",
+			x:     []float32{127, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 126.5, 3.5, -3.5},
+			d:     []float32{1},
+			codes: [][]int8{q8Pad32(127, 0, 2, 2, 0, -2, -2, 126, 4, -4)},
+		},
+		{
+			name:  "negative max",
+			x:     []float32{-254, 127, 1},
+			d:     []float32{2},
+			codes: [][]int8{q8Pad32(-127, 64, 0)}, // 63.5 → 64, 0.5 → 0
+		},
+		{
+			name:  "all zero",
+			x:     make([]float32, 32),
+			d:     []float32{0},
+			codes: [][]int8{q8Pad32()},
+		},
+		{
+			name: "partial final block is zero-padded",
+			x: append(append(make([]float32, 0, 40), q8Ramp(32)...),
+				-3, 1.4, 0, 3, 0.7, -0.7, 1, 2),
+			d: []float32{1, float32(3) / 127},
+			codes: [][]int8{
+				q8RampCodes(32),
+				q8Pad32(-127, 59, 0, 127, 30, -30, 42, 85), // 59.27, 29.63, 42.33, 84.67
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := make([]BlockQ8_0, len(tc.d))
+			for b := range dst {
+				for i := range dst[b].Qs {
+					dst[b].Qs[i] = garbage
+				}
+			}
+			QuantizeQ8_0(tc.x, dst)
+			for b := range dst {
+				require.Equal(t, math.Float32bits(tc.d[b]), math.Float32bits(dst[b].D), "block %d: d = %v, want %v", b, dst[b].D, tc.d[b])
+				require.Equal(t, tc.codes[b], dst[b].Qs[:], "block %d", b)
+			}
+		})
+	}
+}
+
+// q8Pad32 returns the codes q followed by zeros up to 32.
+func q8Pad32(q ...int8) []int8 {
+	out := make([]int8, 32)
+	copy(out, q)
+	return out
+}
+
+// q8Ramp returns the n integers 128-n..127: with amax = 127 the Q8_0 scale
+// is 1 and each code equals its value.
+func q8Ramp(n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(i - n + 1 + 127)
+	}
+	return x
+}
+
+// q8RampCodes returns the codes of q8Ramp(n).
+func q8RampCodes(n int) []int8 {
+	q := make([]int8, n)
+	for i := range q {
+		q[i] = int8(i - n + 1 + 127)
+	}
+	return q
+}
+
+func TestQuantizeQ8_0ScaleIsFloat32(t *testing.T) {
+	// amax/127 with amax = 1 is not representable as an f16; the activation
+	// scale must keep all float32 bits (stock ggml would round it to f16).
+	x := make([]float32, 32)
+	x[0] = 1
+	x[1] = -0.3
+	dst := make([]BlockQ8_0, 1)
+	QuantizeQ8_0(x, dst)
+	require.Equal(t, float32(1)/127, dst[0].D)
+	require.NotEqual(t, RoundF16(dst[0].D), dst[0].D)
+	require.Equal(t, int8(127), dst[0].Qs[0])
+	require.Equal(t, int8(-38), dst[0].Qs[1]) // -38.1 → -38
+}
+
+func TestActRoundI8Clamp(t *testing.T) {
+	tests := []struct {
+		v    float32
+		want int8
+	}{
+		{127.4, 127}, {127.5, 127}, {128, 127}, {1e30, 127},
+		{-128, -128}, {-128.5, -128}, {-129, -128}, {-1e30, -128},
+		{126.5, 126}, {-127.5, -128}, {-126.5, -126}, {0.5, 0}, {1.5, 2},
+	}
+	for _, tc := range tests {
+		require.Equal(t, tc.want, actRoundI8(tc.v), "round(%v)", tc.v)
+	}
+}
+
+func TestQuantizeQ8_0Random(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{32, 4096, 4096 + 17, 5} {
+		x := randActivation(r, n)
+		dst := make([]BlockQ8_0, (n+31)/32)
+		QuantizeQ8_0(x, dst)
+		for b := range dst {
+			y := &dst[b]
+			xb := x[b*32 : min(b*32+32, n)]
+			var amax float32
+			for _, v := range xb {
+				amax = max(amax, absF32(v))
+			}
+			require.Equal(t, amax/127, y.D, "n=%d block %d", n, b)
+			for i, v := range xb {
+				deq := float64(y.D) * float64(y.Qs[i])
+				require.LessOrEqual(t, math.Abs(deq-float64(v)), float64(y.D)*(0.5+actSlack),
+					"n=%d block %d elem %d", n, b, i)
+			}
+			for i := len(xb); i < 32; i++ {
+				require.Zero(t, y.Qs[i], "n=%d padding %d", n, i)
+			}
+		}
+	}
+}
+
+// absF32 returns |v|.
+func absF32(v float32) float32 { return float32(math.Abs(float64(v))) }
