@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ds4-go/ds4/engine/gguf"
+	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/quant"
+)
+
+func runCmd(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = run(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func TestDispatch(t *testing.T) {
+	code, _, errOut := runCmd()
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "usage:")
+	code, _, errOut = runCmd("frobnicate")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, `unknown command "frobnicate"`)
+	code, out, _ := runCmd("help")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "synth")
+	code, _, _ = runCmd("synth", "--help")
+	require.Equal(t, 0, code)
+}
+
+// TestSynthThenInspect writes the tiny preset (with a short vocabulary and
+// a 4-layer override so it stays quick) and reads it back with inspect.
+func TestSynthThenInspect(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tiny.gguf")
+	code, out, errOut := runCmd("synth", "--preset", "tiny", "--layers", "4", "--vocab", "1024", "--recipe", "q4", "--seed", "9", "-o", path)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "4 layers, recipe q4")
+	require.Contains(t, errOut, "synth 100.0%")
+
+	f, err := gguf.Open(path)
+	require.NoError(t, err)
+	p, err := layout.FromGGUF(f)
+	require.NoError(t, err)
+	require.Equal(t, 4, p.Layers)
+	require.Equal(t, 1024, p.Vocab)
+	ti, _ := f.Tensor("blk.3.ffn_down_exps.weight")
+	require.Equal(t, quant.Q4_K, ti.Type)
+	require.NoError(t, f.Close())
+
+	code, out, errOut = runCmd("inspect", path)
+	require.Equal(t, 0, code, errOut)
+	for _, want := range []string{"GGUF v3", "deepseek4.block_count", "UINT32", "blk.2.indexer.proj.weight", "F16", "[256, 256, 8]", "routed experts: q4", "ok"} {
+		require.Contains(t, out, want)
+	}
+
+	// A file that is not DS4-shaped is reported and fails.
+	bad := filepath.Join(dir, "bad.gguf")
+	var buf bytes.Buffer
+	w, err := gguf.NewWriter(&buf, []gguf.KV{{Key: "general.architecture", Value: gguf.String("llama")}}, []gguf.TensorInfo{{Name: "x", Type: quant.F32, Dims: []uint64{4}}})
+	require.NoError(t, err)
+	_, err = w.Write(make([]byte, 16))
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	require.NoError(t, os.WriteFile(bad, buf.Bytes(), 0o644))
+	code, out, errOut = runCmd("inspect", "-q", bad)
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "problem: metadata deepseek4.block_count: missing")
+	require.Contains(t, out, "problem: metadata tokenizer.ggml.tokens: missing")
+	require.Contains(t, errOut, "not a valid DS4 file")
+
+	// A malformed file is a clear error.
+	require.NoError(t, os.WriteFile(bad, buf.Bytes()[:40], 0o644))
+	code, _, errOut = runCmd("inspect", bad)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "truncated or corrupt")
+}
+
+func TestSynthFlagErrors(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "x.gguf")
+	cases := [][]string{
+		{"synth"},
+		{"synth", "-o", out, "--preset", "huge"},
+		{"synth", "-o", out, "--recipe", "q3"},
+		{"synth", "-o", out, "--embd", "100"},
+		{"synth", "-o", out, "--layers", "4", "--ratios", "0,4"},
+		{"synth", "-o", out, "--no-such-flag"},
+	}
+	for _, args := range cases {
+		code, _, errOut := runCmd(args...)
+		require.Equal(t, 2, code, "%v: %s", args, errOut)
+		require.NotEmpty(t, errOut)
+	}
+	_, err := os.Stat(out)
+	require.True(t, os.IsNotExist(err), "no file is left behind")
+}
