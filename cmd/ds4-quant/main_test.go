@@ -70,6 +70,7 @@ func TestSynthThenInspect(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, buf.Bytes(), 0o644))
 	code, out, errOut = runCmd("inspect", "-q", bad)
 	require.Equal(t, 1, code)
+	require.Contains(t, out, `problem: metadata general.architecture: "llama", want "deepseek4"`)
 	require.Contains(t, out, "problem: metadata deepseek4.block_count: missing")
 	require.Contains(t, out, "problem: metadata tokenizer.ggml.tokens: missing")
 	require.Contains(t, errOut, "not a valid DS4 file")

@@ -31,6 +31,11 @@ func (r *Report) Err() error {
 // violations rather than stopping at the first.
 func Check(f *gguf.File) *Report {
 	r := &Report{Published: true}
+	if v, ok := f.Value("general.architecture"); ok {
+		if a, _ := v.Str(); a != Arch {
+			r.Problems = append(r.Problems, fmt.Errorf("metadata general.architecture: %v, want %q", v, Arch))
+		}
+	}
 	params, err := FromGGUF(f)
 	r.Params = params
 	if err != nil {

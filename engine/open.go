@@ -1,0 +1,44 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/ds4-go/ds4/engine/gguf"
+	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/engine/synth"
+)
+
+// Open maps the DS4 GGUF at path and binds it; Close the model's File when
+// done.
+func Open(path string) (*Model, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	m, err := Load(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// TinySeed is the seed of the built-in tiny model.
+const TinySeed = 1
+
+// OpenTiny builds the tiny synthetic DS4 model (the `tiny` preset of
+// ds4-quant synth, seed TinySeed) in memory and binds it: the model the
+// commands use when no GGUF is given.
+func OpenTiny() (*Model, error) {
+	var buf bytes.Buffer
+	_, err := synth.Write(&buf, synth.Options{Params: layout.Tiny(), Recipe: layout.RecipeQ2, Seed: TinySeed})
+	if err != nil {
+		return nil, fmt.Errorf("engine: tiny model: %w", err)
+	}
+	f, err := gguf.Parse(buf.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("engine: tiny model: %w", err)
+	}
+	return Load(f)
+}

@@ -1,0 +1,290 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/ds4-go/ds4/backends"
+	"github.com/ds4-go/ds4/backends/cpu"
+)
+
+// Numerics selects the rounding points that differ between upstream ds4
+// and DeepSeek's reference implementation.
+type Numerics int
+
+const (
+	// NumericsDS4 matches upstream ds4's CPU path: cached KV rows are
+	// rounded to f16 (its cache stores f16).
+	NumericsDS4 Numerics = iota
+	// NumericsOfficial matches DeepSeek's reference: cached rows keep
+	// float32 after the FP8/FP4 simulations.
+	NumericsOfficial
+)
+
+// Options configure a session.
+type Options struct {
+	Context  int // context size in tokens; 0 means 4096
+	Numerics Numerics
+}
+
+// ErrContextFull is returned when a token would not fit in the context.
+var ErrContextFull = errors.New("engine: context is full")
+
+// layerState is the per-layer inference state of spec/model.md §4.
+type layerState struct {
+	raw      []float32 // ring of rawCap rows × HeadDim
+	rawStart int       // index of the oldest row
+	rawLen   int
+	comp     []float32 // compressed rows × HeadDim
+	compLen  int
+	skv, ssc []float32 // attention compressor slots × W
+	icomp    []float32 // indexer compressed rows × IndexerDim
+	icompLen int
+	iskv     []float32 // indexer compressor slots × 2·IndexerDim
+	issc     []float32
+}
+
+// Session is one inference timeline over a model: the token history, the
+// per-layer caches and the logits of the last token. It is not safe for
+// concurrent use.
+type Session struct {
+	m      *Model
+	be     backends.Backend
+	opt    Options
+	rawCap int
+	tokens []int
+	layers []layerState
+	logits []float32
+	s      *scratch
+}
+
+// NewSession allocates a session's state and scratch buffers for the
+// given context size.
+func NewSession(m *Model, be backends.Backend, opt Options) (*Session, error) {
+	p := m.Params
+	if opt.Context <= 0 {
+		opt.Context = 4096
+	}
+	if opt.Context > p.ContextLength && p.ContextLength > 0 {
+		return nil, fmt.Errorf("engine: context %d exceeds the model's %d", opt.Context, p.ContextLength)
+	}
+	s := &Session{m: m, be: be, opt: opt, rawCap: min(p.Window, opt.Context)}
+	s.layers = make([]layerState, p.Layers)
+	for il := range s.layers {
+		st := &s.layers[il]
+		st.raw = make([]float32, s.rawCap*p.HeadDim)
+		if r := p.Ratio(il); r != 0 {
+			w, slots := p.HeadDim, r
+			if r == 4 {
+				w, slots = 2*p.HeadDim, 8
+			}
+			st.comp = make([]float32, (opt.Context/r+2)*p.HeadDim)
+			st.skv = make([]float32, slots*w)
+			st.ssc = make([]float32, slots*w)
+			if r == 4 {
+				st.icomp = make([]float32, (opt.Context/4+2)*p.IndexerDim)
+				st.iskv = make([]float32, 8*2*p.IndexerDim)
+				st.issc = make([]float32, 8*2*p.IndexerDim)
+			}
+		}
+	}
+	s.resetStates()
+	s.logits = make([]float32, p.Vocab)
+	s.s = newScratch(p, 1)
+	return s, nil
+}
+
+// resetStates clears every cache and compressor state.
+func (s *Session) resetStates() {
+	for il := range s.layers {
+		st := &s.layers[il]
+		st.rawStart, st.rawLen, st.compLen, st.icompLen = 0, 0, 0, 0
+		clear(st.skv)
+		clear(st.iskv)
+		fill(st.ssc, negInf)
+		fill(st.issc, negInf)
+	}
+	s.tokens = s.tokens[:0]
+}
+
+// Reset empties the session.
+func (s *Session) Reset() { s.resetStates(); clear(s.logits) }
+
+// Pos returns the number of tokens evaluated so far.
+func (s *Session) Pos() int { return len(s.tokens) }
+
+// Tokens returns the evaluated tokens (owned by the session).
+func (s *Session) Tokens() []int { return s.tokens }
+
+// Context returns the context size.
+func (s *Session) Context() int { return s.opt.Context }
+
+// Logits returns the logits after the last evaluated token (owned by the
+// session, overwritten by the next step).
+func (s *Session) Logits() []float32 { return s.logits }
+
+// Decode evaluates one token at the next position.
+func (s *Session) Decode(token int) error { return s.Prefill([]int{token}) }
+
+// Prefill evaluates tokens at the next positions, layer by layer, and
+// leaves the logits of the last one. The result is bit-identical to
+// decoding the tokens one at a time.
+func (s *Session) Prefill(tokens []int) error {
+	return s.forward(tokens, nil)
+}
+
+// PrefillAll is Prefill that also stores the logits of every token into
+// all (len(tokens)·vocab floats).
+func (s *Session) PrefillAll(tokens []int, all []float32) error {
+	if len(all) != len(tokens)*s.m.Params.Vocab {
+		return fmt.Errorf("engine: logits buffer of %d floats for %d tokens", len(all), len(tokens))
+	}
+	return s.forward(tokens, all)
+}
+
+// negInf is the reference's "minus infinity" sentinel for empty slots.
+const negInf = -1.0e30
+
+func fill(x []float32, v float32) {
+	for i := range x {
+		x[i] = v
+	}
+}
+
+// chunk is the number of tokens processed together by Prefill.
+const chunk = 64
+
+func (s *Session) forward(tokens []int, all []float32) error {
+	if len(tokens) == 0 {
+		return nil
+	}
+	if len(s.tokens)+len(tokens) > s.opt.Context {
+		return fmt.Errorf("%w: %d + %d tokens exceed %d", ErrContextFull, len(s.tokens), len(tokens), s.opt.Context)
+	}
+	for _, t := range tokens {
+		if t < 0 || t >= s.m.Params.Vocab {
+			return fmt.Errorf("engine: token %d outside the vocabulary (%d)", t, s.m.Params.Vocab)
+		}
+	}
+	p := s.m.Params
+	for start := 0; start < len(tokens); start += chunk {
+		toks := tokens[start:min(len(tokens), start+chunk)]
+		n := len(toks)
+		if s.s.n < n {
+			s.s = newScratch(p, n)
+		}
+		sc := s.s
+		hcd := p.HC * p.Embd
+		for i, t := range toks {
+			x := sc.X[i*hcd : (i+1)*hcd]
+			if err := s.m.embed(x[:p.Embd], t); err != nil {
+				return err
+			}
+			for h := 1; h < p.HC; h++ {
+				copy(x[h*p.Embd:(h+1)*p.Embd], x[:p.Embd])
+			}
+		}
+		pos0 := len(s.tokens)
+		for il := range s.m.Layers {
+			s.attention(il, toks, pos0)
+			s.ffn(il, toks)
+		}
+		s.tokens = append(s.tokens, toks...)
+		if all != nil {
+			s.outputHead(all[start*p.Vocab:(start+n)*p.Vocab], n)
+		} else if start+n == len(tokens) {
+			s.outputLast(n)
+		}
+	}
+	if all != nil {
+		copy(s.logits, all[(len(tokens)-1)*p.Vocab:])
+	}
+	return nil
+}
+
+// outputLast computes the logits of the last token of the chunk.
+func (s *Session) outputLast(n int) {
+	p := s.m.Params
+	hcd := p.HC * p.Embd
+	x := s.s.X[(n-1)*hcd : n*hcd]
+	s.head(s.logits, x)
+}
+
+// outputHead computes the logits of every token of the chunk into dst.
+func (s *Session) outputHead(dst []float32, n int) {
+	p := s.m.Params
+	hcd := p.HC * p.Embd
+	for i := range n {
+		s.head(dst[i*p.Vocab:(i+1)*p.Vocab], s.s.X[i*hcd:(i+1)*hcd])
+	}
+}
+
+// head is the output head of spec §10 for one token's HC state x.
+func (s *Session) head(dst, x []float32) {
+	m, p, sc := s.m, s.m.Params, s.s
+	hcd := p.HC * p.Embd
+	cpu.RMSNorm(sc.flat[:hcd], x, nil, p.RMSEps)
+	mix := sc.mix[:p.HC]
+	s.be.MatVec(mix, m.OutHCFn, sc.flat[:hcd])
+	w := sc.pre[:p.HC]
+	for h := range w {
+		w[h] = cpu.SigmoidStable(float32(mix[h]*m.OutHCScale[0])+m.OutHCBase[h]) + p.HCEps
+	}
+	e := sc.e[:p.Embd]
+	weightedSum(e, x, w, p.Embd)
+	cpu.RMSNorm(e, e, m.OutNorm, p.RMSEps)
+	s.be.MatVec(dst, m.Output, e)
+}
+
+// weightedSum sets dst[d] = Σ_h x[h·width + d]·w[h], accumulated in h order.
+func weightedSum(dst, x, w []float32, width int) {
+	for d := range width {
+		var acc float32
+		for h, wh := range w {
+			acc += float32(x[h*width+d] * wh)
+		}
+		dst[d] = acc
+	}
+}
+
+// hcPre is HC_PRE of spec §5.1 for token i: it writes the sublayer input
+// to in, and the post weights and mixing matrix into sc.post/sc.comb rows i.
+// mixes holds the F16 projection of the normalized state (HCMix values).
+func (s *Session) hcPre(in, x, mix []float32, scale, base []float32, post, comb []float32) {
+	p := s.m.Params
+	n := p.HC
+	pre := s.s.pre[:n]
+	for i := range n {
+		pre[i] = cpu.SigmoidPlain(float32(mix[i]*scale[0])+base[i]) + p.HCEps
+		post[i] = 2 / (1 + float32(math.Exp(float64(-(float32(mix[n+i]*scale[1]) + base[n+i])))))
+	}
+	for k := range n * n {
+		comb[k] = float32(mix[2*n+k]*scale[2]) + base[2*n+k]
+	}
+	cpu.Sinkhorn(comb, n, p.SinkhornIters, p.HCEps)
+	weightedSum(in, x, pre, p.Embd)
+}
+
+// hcMixes normalizes each token's HC state and projects it with fn,
+// writing HCMix values per token into sc.mixes.
+func (s *Session) hcMixes(fn backends.Matrix, n int) {
+	p, sc := s.m.Params, s.s
+	hcd := p.HC * p.Embd
+	for i := range n {
+		cpu.RMSNorm(sc.flat[i*hcd:(i+1)*hcd], sc.X[i*hcd:(i+1)*hcd], nil, p.RMSEps)
+	}
+	s.be.MatMul(sc.mixes[:n*p.HCMix()], fn, sc.flat[:n*hcd], n)
+}
+
+// hcPostAll applies HC_POST to every token: X = y·post + comb·X.
+func (s *Session) hcPostAll(n int) {
+	p, sc := s.m.Params, s.s
+	hcd := p.HC * p.Embd
+	for i := range n {
+		x := sc.X[i*hcd : (i+1)*hcd]
+		tmp := sc.flat[:hcd]
+		cpu.HCPost(tmp, x, sc.y[i*p.Embd:(i+1)*p.Embd], sc.post[i*p.HC:(i+1)*p.HC], sc.comb[i*p.HC*p.HC:(i+1)*p.HC*p.HC], p.HC)
+		copy(x, tmp)
+	}
+}

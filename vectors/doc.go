@@ -1,3 +1,0 @@
-// Package vectors is the home of the logit and logprob vector fixtures and
-// of the comparisons of engine outputs against them.
-package vectors

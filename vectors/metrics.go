@@ -1,0 +1,162 @@
+// Package vectors compares engine logits against reference vectors: the
+// oracle cases computed by DeepSeek's reference implementation, and the
+// official API logprob vectors.
+package vectors
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+)
+
+// Metrics summarize how far a run's logits are from a reference, over all
+// positions. KL is KL(reference ‖ run) of the softmax, natural log.
+type Metrics struct {
+	Positions   int
+	MaxAbsDelta float64
+	MeanKL      float64
+	MedianKL    float64
+	P90KL       float64
+	MaxKL       float64
+	Top1        float64 // fraction of positions with the same argmax
+}
+
+// logSoftmax returns the log-probabilities of logits in float64.
+func logSoftmax(dst []float64, logits []float32) {
+	mx := math.Inf(-1)
+	for _, v := range logits {
+		mx = max(mx, float64(v))
+	}
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v) - mx)
+	}
+	lse := mx + math.Log(sum)
+	for i, v := range logits {
+		dst[i] = float64(v) - lse
+	}
+}
+
+// KL returns KL(p ‖ q) for the softmax distributions of two logit rows.
+func KL(ref, got []float32) float64 {
+	lp := make([]float64, len(ref))
+	lq := make([]float64, len(got))
+	return klInto(lp, lq, ref, got)
+}
+
+func klInto(lp, lq []float64, ref, got []float32) float64 {
+	logSoftmax(lp, ref)
+	logSoftmax(lq, got)
+	var kl float64
+	for i, a := range lp {
+		if p := math.Exp(a); p > 0 {
+			kl += p * (a - lq[i])
+		}
+	}
+	return max(kl, 0)
+}
+
+// argmax returns the first index of the largest value.
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// Compare computes Metrics for two row-major logit matrices of rows of
+// vocab entries.
+func Compare(ref, got []float32, vocab int) (Metrics, error) {
+	if vocab <= 0 || len(ref) != len(got) || len(ref)%vocab != 0 {
+		return Metrics{}, fmt.Errorf("vectors: compare %d against %d logits with vocab %d", len(got), len(ref), vocab)
+	}
+	n := len(ref) / vocab
+	m := Metrics{Positions: n}
+	kls := make([]float64, n)
+	lp, lq := make([]float64, vocab), make([]float64, vocab)
+	same := 0
+	for i := range n {
+		r, g := ref[i*vocab:(i+1)*vocab], got[i*vocab:(i+1)*vocab]
+		for j := range r {
+			m.MaxAbsDelta = max(m.MaxAbsDelta, math.Abs(float64(r[j])-float64(g[j])))
+		}
+		kls[i] = klInto(lp, lq, r, g)
+		m.MeanKL += kls[i] / float64(n)
+		if argmax(r) == argmax(g) {
+			same++
+		}
+	}
+	m.Top1 = float64(same) / float64(n)
+	slices.Sort(kls)
+	if n > 0 {
+		m.MedianKL = quantile(kls, 0.5)
+		m.P90KL = quantile(kls, 0.9)
+		m.MaxKL = kls[n-1]
+	}
+	return m, nil
+}
+
+// quantile returns the q-quantile of sorted xs by linear interpolation.
+func quantile(xs []float64, q float64) float64 {
+	pos := q * float64(len(xs)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(xs)-1)
+	return xs[lo] + (pos-float64(lo))*(xs[hi]-xs[lo])
+}
+
+// ReadLogits reads a raw little-endian float32 file of rows×vocab values.
+func ReadLogits(path string, vocab int) ([]float32, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("vectors: %w", err)
+	}
+	if vocab <= 0 || len(data)%(4*vocab) != 0 {
+		return nil, fmt.Errorf("vectors: %s: %d bytes is not a whole number of %d-logit rows", path, len(data), vocab)
+	}
+	out := make([]float32, len(data)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+	}
+	return out, nil
+}
+
+// Bar is an acceptance bar on Metrics; zero fields are not checked.
+type Bar struct {
+	Name                           string
+	MedianKL, P90KL, MeanKL, MaxKL float64 // upper bounds
+	Top1                           float64 // lower bound
+}
+
+// The oracle README's bars: A binds a float32 engine to f32ref (with the
+// tighter figures it sets for the three shipped cases), B is the coarse
+// bar against the official bf16/FP8 logits.
+var (
+	BarA = Bar{Name: "A", MedianKL: 1e-5, P90KL: 1e-4, MeanKL: 5e-5, MaxKL: 5e-3, Top1: 1}
+	BarB = Bar{Name: "B", MeanKL: 0.25, MaxKL: 4, Top1: 0.60}
+)
+
+// Check returns an error listing every bound m misses.
+func (b Bar) Check(m Metrics) error {
+	var miss []string
+	up := func(name string, got, bound float64) {
+		if bound > 0 && !(got <= bound) {
+			miss = append(miss, fmt.Sprintf("%s %.3g > %.3g", name, got, bound))
+		}
+	}
+	up("median KL", m.MedianKL, b.MedianKL)
+	up("p90 KL", m.P90KL, b.P90KL)
+	up("mean KL", m.MeanKL, b.MeanKL)
+	up("max KL", m.MaxKL, b.MaxKL)
+	if b.Top1 > 0 && !(m.Top1 >= b.Top1) {
+		miss = append(miss, fmt.Sprintf("top-1 %.1f%% < %.1f%%", 100*m.Top1, 100*b.Top1))
+	}
+	if len(miss) > 0 {
+		return fmt.Errorf("bar %s missed: %v", b.Name, miss)
+	}
+	return nil
+}
