@@ -120,3 +120,76 @@ func TestContextAndTokenErrors(t *testing.T) {
 	_, err = NewSession(m, be, Options{Context: 1 << 30})
 	require.ErrorContains(t, err, "exceeds the model's")
 }
+
+// rewrite copies a parsed file with edited metadata and tensor infos
+// (tensor data is zero-filled when a tensor's size changes).
+func rewrite(t *testing.T, f *gguf.File, kv func([]gguf.KV) []gguf.KV, ts func([]gguf.TensorInfo) []gguf.TensorInfo) *gguf.File {
+	keys := append([]gguf.KV(nil), f.KV...)
+	infos := append([]gguf.TensorInfo(nil), f.Tensors...)
+	if kv != nil {
+		keys = kv(keys)
+	}
+	if ts != nil {
+		infos = ts(infos)
+	}
+	var buf bytes.Buffer
+	w, err := gguf.NewWriter(&buf, keys, infos)
+	require.NoError(t, err)
+	for i, ti := range w.Tensors() {
+		data := make([]byte, ti.Size)
+		if orig, ok := f.Tensor(infos[i].Name); ok && orig.Size == ti.Size {
+			copy(data, f.TensorData(orig))
+		}
+		_, err := w.Write(data)
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.Close())
+	out, err := gguf.Parse(buf.Bytes())
+	require.NoError(t, err)
+	return out
+}
+
+func TestLoadRejectsBadModels(t *testing.T) {
+	good := tinyModel(t, layout.RecipeQ2, nil).File
+	setKV := func(key string, v gguf.Value) func([]gguf.KV) []gguf.KV {
+		return func(kv []gguf.KV) []gguf.KV {
+			for i := range kv {
+				if kv[i].Key == key {
+					kv[i].Value = v
+				}
+			}
+			return kv
+		}
+	}
+	cases := []struct {
+		name string
+		kv   func([]gguf.KV) []gguf.KV
+		ts   func([]gguf.TensorInfo) []gguf.TensorInfo
+		msg  string
+	}{
+		{"wrong architecture", setKV("general.architecture", gguf.String("llama")), nil, `general.architecture: "llama", want "deepseek4"`},
+		{"inconsistent heads", setKV("deepseek4.attention.head_count", gguf.Uint32(8)), nil, "blk.0.attn_q_b.weight: dims [128 512], want [128 1024]"},
+		{"inconsistent ratios", setKV("deepseek4.attention.compress_ratios", gguf.Uint32s([]uint32{0, 4, 4, 128, 4, 128})), nil, "blk.1.attn_compressor_kv.weight: missing"},
+		{"misshapen tensor", nil, func(ts []gguf.TensorInfo) []gguf.TensorInfo {
+			for i := range ts {
+				if ts[i].Name == "output.weight" {
+					ts[i].Dims = []uint64{256, 1000}
+				}
+			}
+			return ts
+		}, "output.weight: dims [256 1000], want [256 1024]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load(rewrite(t, good, c.kv, c.ts))
+			require.ErrorContains(t, err, c.msg)
+		})
+	}
+	// An expert id out of range in a hash table is refused at load time.
+	f := rewrite(t, good, nil, nil)
+	ti, _ := f.Tensor("blk.0.ffn_gate_tid2eid.weight")
+	data := f.TensorData(ti)
+	data[0], data[1], data[2], data[3] = 99, 0, 0, 0
+	_, err := Load(f)
+	require.ErrorContains(t, err, "entry 0 = 99 is not an expert id below 8")
+}

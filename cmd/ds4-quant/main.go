@@ -17,6 +17,7 @@ commands:
   synth    write a synthetic DS4 model with seeded random weights
   inspect  print a GGUF's metadata and tensors and check the DS4 layout
   raw      quantize a raw float32 matrix to ggml blocks, or --dequant back
+  convert  convert an official safetensors checkpoint to a DS4 GGUF
 
 Run 'ds4-quant <command> --help' for a command's flags.
 `
@@ -35,6 +36,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"synth":   runSynth,
 		"inspect": runInspect,
 		"raw":     runRaw,
+		"convert": runConvert,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {

@@ -1,0 +1,104 @@
+// Command ds4-vectors compares the engine against reference vectors.
+//
+//	ds4-vectors oracle [--mode lossless,q2] CASE_DIR...
+//
+// converts each oracle case (a checkpoint in the official format with the
+// logits DeepSeek's reference computed), runs the prefill, decode and mixed
+// paths, prints max |Δlogit|, KL statistics and top-1 agreement per case,
+// mode and path, and exits with status 1 when a bar is missed.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/pflag"
+
+	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/engine/checkpoint"
+	"github.com/ds4-go/ds4/vectors"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+const usage = "usage: ds4-vectors oracle [--mode lossless,q2] [--threads N] CASE_DIR...\n"
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "oracle" {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	fs := pflag.NewFlagSet("oracle", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	modes := fs.StringSlice("mode", []string{"lossless"}, "conversions to run: lossless, f32, q2, q4 (quantized ones are reported, not bounded)")
+	threads := fs.Int("threads", 0, "worker threads (0: one per CPU)")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var ms []checkpoint.Mode
+	for _, s := range *modes {
+		m, err := checkpoint.ParseMode(s)
+		if err != nil {
+			fmt.Fprintf(stderr, "ds4-vectors: %v\n", err)
+			return 2
+		}
+		ms = append(ms, m)
+	}
+	be := cpu.New(*threads)
+	defer be.Close()
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "case\tmode\tpath\tmax|Δ|\tmean KL\tmedian KL\tp90 KL\tmax KL\ttop-1\t\tofficial mean KL\tmax KL\ttop-1\tbars\t")
+	failed := false
+	for _, dir := range fs.Args() {
+		c, err := vectors.LoadOracle(dir)
+		if err != nil {
+			fmt.Fprintf(stderr, "ds4-vectors: %v\n", err)
+			failed = true
+			continue
+		}
+		for _, m := range ms {
+			res, err := vectors.RunOracle(c, m, be)
+			if err != nil {
+				fmt.Fprintf(stderr, "ds4-vectors: %v\n", err)
+				failed = true
+				continue
+			}
+			verdict := "ok"
+			if err := res.Check(); err != nil {
+				verdict = "MISSED"
+				failed = true
+				fmt.Fprintf(stderr, "ds4-vectors: %v\n", err)
+			} else if m != checkpoint.ModeLossless && m != checkpoint.ModeF32 {
+				verdict = "reported"
+			}
+			for _, p := range res.Paths {
+				a, b := p.VsF32Ref, p.VsOfficial
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2e\t%.2e\t%.2e\t%.2e\t%.2e\t%.1f%%\t\t%.3f\t%.3f\t%.1f%%\t%s\t\n",
+					c.Name, m, p.Path, a.MaxAbsDelta, a.MeanKL, a.MedianKL, a.P90KL, a.MaxKL, 100*a.Top1, b.MeanKL, b.MaxKL, 100*b.Top1, verdict)
+			}
+			if len(res.Conv.Fallbacks) > 0 {
+				var names []string
+				for _, f := range res.Conv.Fallbacks {
+					names = append(names, f.Tensor)
+				}
+				fmt.Fprintf(stderr, "%s %s: %d tensors stored in a fallback type (%s…)\n", c.Name, m, len(names), strings.Join(names[:min(3, len(names))], ", "))
+			}
+		}
+	}
+	tw.Flush()
+	if failed {
+		return 1
+	}
+	return 0
+}

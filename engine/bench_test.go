@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/engine/synth"
+)
+
+// flashSlice returns a 2-layer real-shape Flash slice: the file named by
+// DS4_FLASH_SLICE, or one synthesized once into the benchmark's temp dir
+// (5.5 GB, about 20 s).
+var flashSlice = sync.OnceValues(func() (string, error) {
+	if p := os.Getenv("DS4_FLASH_SLICE"); p != "" {
+		return p, nil
+	}
+	dir, err := os.MkdirTemp("", "ds4-flash2-")
+	if err != nil {
+		return "", err
+	}
+	p := layout.Flash()
+	p.SetLayers(2)
+	path := filepath.Join(dir, "flash2.gguf")
+	_, err = synth.WriteFile(path, synth.Options{Params: p, Recipe: layout.RecipeQ2, Seed: 1})
+	return path, err
+})
+
+func openFlash(b *testing.B) *Model {
+	path, err := flashSlice()
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+// weightBytesPerToken is the weight traffic of one decode step: every
+// dense matrix, the output head and ExpertsUsed experts per layer.
+func weightBytesPerToken(m *Model) int64 {
+	var n int64
+	for _, l := range m.Layers {
+		for _, w := range []int{len(l.HCAttnFn.Data), len(l.QA.Data), len(l.QB.Data), len(l.KV.Data), len(l.OutA.Data), len(l.OutB.Data),
+			len(l.CompKV.Data), len(l.CompGate.Data), len(l.IdxCompKV.Data), len(l.IdxCompGate.Data),
+			len(l.HCFFNFn.Data), len(l.GateInp.Data), len(l.ShGate.Data), len(l.ShUp.Data), len(l.ShDown.Data)} {
+			n += int64(w)
+		}
+		per := len(l.GateExps.Data)/l.GateExps.Experts + len(l.UpExps.Data)/l.UpExps.Experts + len(l.DownExps.Data)/l.DownExps.Experts
+		n += int64(per * m.Params.ExpertsUsed)
+	}
+	return n + int64(len(m.OutHCFn.Data)+len(m.Output.Data))
+}
+
+// BenchmarkFlash2Decode decodes 16 tokens after a 64-token prefill on the
+// 2-layer Flash slice and reports tokens/s and weight GB/s.
+func BenchmarkFlash2Decode(b *testing.B) {
+	m := openFlash(b)
+	defer m.File.Close()
+	be := cpu.New(0)
+	defer be.Close()
+	s, err := NewSession(m, be, Options{Context: 256})
+	if err != nil {
+		b.Fatal(err)
+	}
+	toks := testTokens(80, m.Params.Vocab)
+	if err := s.Prefill(toks[:64]); err != nil {
+		b.Fatal(err)
+	}
+	snap := s.Snapshot()
+	b.ResetTimer()
+	var decoded int
+	var elapsed time.Duration
+	for range b.N {
+		if err := s.Restore(snap); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		for _, t := range toks[64:] {
+			if err := s.Decode(t); err != nil {
+				b.Fatal(err)
+			}
+		}
+		elapsed += time.Since(start)
+		decoded += 16
+	}
+	tps := float64(decoded) / elapsed.Seconds()
+	b.ReportMetric(tps, "tok/s")
+	b.ReportMetric(tps*float64(weightBytesPerToken(m))/1e9, "weightGB/s")
+}
+
+// BenchmarkFlash2Prefill prefills 64 tokens on the 2-layer Flash slice.
+func BenchmarkFlash2Prefill(b *testing.B) {
+	m := openFlash(b)
+	defer m.File.Close()
+	be := cpu.New(0)
+	defer be.Close()
+	s, err := NewSession(m, be, Options{Context: 256})
+	if err != nil {
+		b.Fatal(err)
+	}
+	toks := testTokens(64, m.Params.Vocab)
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		s.Reset()
+		if err := s.Prefill(toks); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(64*b.N)/time.Since(start).Seconds(), "tok/s")
+}
