@@ -1,4 +1,8 @@
-// Package tokenizer holds the DeepSeek V4 byte-level BPE tokenizer tables.
+// Package tokenizer implements the DeepSeek V4 byte-level BPE tokenizer
+// (spec tokenizer.md): the embedded tables, the reference pre-tokenizer,
+// BPE encoding with special-token recognition for rendered prompts, and
+// decoding, including streaming decoding that never splits a UTF-8
+// character.
 package tokenizer
 
 import (
