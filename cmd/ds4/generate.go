@@ -1,0 +1,259 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+
+	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/prompt"
+	"github.com/ds4-go/ds4/engine/sample"
+	"github.com/ds4-go/ds4/engine/tokenizer"
+)
+
+// defaultModel is the GGUF ds4 looks for when -m is not given.
+const defaultModel = "ds4flash.gguf"
+
+type genFlags struct {
+	prompt, promptFile, system, model string
+	tokens, ctx, threads              int
+	temp, topP, minP                  float32
+	seed                              uint64
+	think, thinkMax, nothink          bool
+}
+
+func runGenerate(args []string, stdout, stderr io.Writer) error {
+	var g genFlags
+	fs := pflag.NewFlagSet("ds4", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVarP(&g.prompt, "prompt", "p", "", "one-shot prompt")
+	fs.StringVar(&g.promptFile, "prompt-file", "", "read the prompt from FILE")
+	fs.StringVar(&g.system, "system", prompt.CompletionSystem, `system text ("" disables it); also -sys`)
+	fs.StringVarP(&g.model, "model", "m", "", "model GGUF (default ./"+defaultModel+", else the built-in tiny model)")
+	fs.IntVarP(&g.tokens, "tokens", "n", 50000, "maximum tokens to generate")
+	fs.IntVarP(&g.ctx, "ctx", "c", 32768, "context size in tokens")
+	fs.IntVarP(&g.threads, "threads", "t", 0, "worker threads (0: one per CPU)")
+	fs.Float32Var(&g.temp, "temp", 1, "temperature, 0..100; 0 is greedy")
+	fs.Float32Var(&g.topP, "top-p", 1, "nucleus sampling mass, 0..1")
+	fs.Float32Var(&g.minP, "min-p", 0.05, "minimum probability relative to the top token, 0..1")
+	fs.Uint64Var(&g.seed, "seed", 0, "random seed (0: from the clock)")
+	fs.BoolVar(&g.think, "think", false, "think before answering (the default)")
+	fs.BoolVar(&g.thinkMax, "think-max", false, "think at maximum effort (needs --ctx ≥ 393216)")
+	fs.BoolVar(&g.nothink, "nothink", false, "answer without thinking")
+	// Upstream spells the system flag -sys; pflag shorthands are one letter.
+	for i, a := range args {
+		if a == "-sys" {
+			args[i] = "--system"
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if err := g.validate(fs); err != nil {
+		return usageError{err}
+	}
+	text := g.prompt
+	if g.promptFile != "" {
+		b, err := os.ReadFile(g.promptFile)
+		if err != nil {
+			return err
+		}
+		text = string(b)
+	}
+	if text == "" {
+		return usageError{errors.New("give a prompt with -p or --prompt-file (the interactive chat is not available yet)")}
+	}
+
+	m, err := openModel(g.model, stderr)
+	if err != nil {
+		return err
+	}
+	tok, err := tokenizer.Default()
+	if err != nil {
+		return err
+	}
+	think := prompt.ThinkHigh
+	switch {
+	case g.nothink:
+		think = prompt.ThinkOff
+	case g.thinkMax:
+		think = prompt.ThinkForContext(prompt.ThinkMax, g.ctx)
+		if think != prompt.ThinkMax {
+			fmt.Fprintf(stderr, "ds4: --think-max needs --ctx ≥ %d; thinking at high effort\n", prompt.MaxThinkContext)
+		}
+	}
+	ids := buildPrompt(tok, text, g.system, think)
+	for _, id := range ids {
+		if id >= m.Params.Vocab {
+			return fmt.Errorf("prompt token %d is outside the model's vocabulary (%d)", id, m.Params.Vocab)
+		}
+	}
+	be := cpu.New(g.threads)
+	defer be.Close()
+	s, err := engine.NewSession(m, be, engine.Options{Context: g.ctx})
+	if err != nil {
+		return err
+	}
+	if len(ids) >= g.ctx {
+		return fmt.Errorf("prompt of %d tokens does not fit in the %d-token context", len(ids), g.ctx)
+	}
+	fmt.Fprintf(stderr, "ds4: processing %d input tokens\n", len(ids))
+	start := time.Now()
+	if err := s.Prefill(ids); err != nil {
+		return err
+	}
+	prefill := time.Since(start)
+
+	params := sample.Defaults()
+	params.Temperature, params.TopP, params.MinP, params.Seed = g.temp, g.topP, g.minP, g.seed
+	if params.Seed == 0 {
+		params.Seed = uint64(time.Now().UnixNano())
+	}
+	sampler := sample.New(params)
+	out := newPrinter(stdout, tok, think != prompt.ThinkOff)
+	limit := min(g.tokens, g.ctx-s.Pos()-1)
+	eos := tok.Special(tokenizer.EOS)
+	start = time.Now()
+	n := 0
+	for ; n < limit; n++ {
+		next := sampler.Sample(s.Logits())
+		if next == eos {
+			break
+		}
+		out.token(next)
+		if err := s.Decode(next); err != nil {
+			return err
+		}
+	}
+	gen := time.Since(start)
+	out.finish()
+	fmt.Fprintf(stderr, "ds4: prefill: %.2f t/s, generation: %.2f t/s\n", float64(len(ids))/prefill.Seconds(), float64(n)/gen.Seconds())
+	return nil
+}
+
+func (g *genFlags) validate(fs *pflag.FlagSet) error {
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if g.prompt != "" && g.promptFile != "" {
+		return errors.New("specify only one prompt source")
+	}
+	n := 0
+	for _, b := range []bool{g.think, g.thinkMax, g.nothink} {
+		if b {
+			n++
+		}
+	}
+	if n > 1 {
+		return errors.New("--think, --think-max and --nothink exclude each other")
+	}
+	if g.tokens <= 0 || g.ctx <= 1 || g.threads < 0 {
+		return errors.New("-n and --ctx must be positive")
+	}
+	p := sample.Defaults()
+	p.Temperature, p.TopP, p.MinP = g.temp, g.topP, g.minP
+	return p.Validate()
+}
+
+// openModel opens path, or ./ds4flash.gguf, or the built-in tiny model.
+func openModel(path string, stderr io.Writer) (*engine.Model, error) {
+	if path == "" {
+		if _, err := os.Stat(defaultModel); err == nil {
+			path = defaultModel
+		}
+	}
+	if path == "" {
+		fmt.Fprintf(stderr, "ds4: no -m and no ./%s: using the built-in tiny synthetic model (random weights, gibberish output)\n", defaultModel)
+		return engine.OpenTiny()
+	}
+	return engine.Open(path)
+}
+
+// buildPrompt renders a one-shot chat as upstream's CLI does: BOS, the
+// think-max prefix, the system text, the user turn and the generation
+// prefix, with user and system text tokenized as plain text. A prompt that
+// already starts with BOS is taken as a rendered transcript.
+func buildPrompt(tok *tokenizer.Tokenizer, text, system string, think prompt.Think) []int {
+	if strings.HasPrefix(text, prompt.BOS) {
+		return tok.EncodeSpecial(text)
+	}
+	ids := []int{tok.Special(tokenizer.BOS)}
+	if think == prompt.ThinkMax {
+		ids = tok.AppendEncode(ids, prompt.ThinkMaxPrefix, false)
+	}
+	if system != "" {
+		ids = tok.AppendEncode(ids, system, false)
+	}
+	ids = append(ids, tok.Special(tokenizer.User))
+	ids = tok.AppendEncode(ids, text, false)
+	ids = append(ids, tok.Special(tokenizer.Assistant))
+	if think != prompt.ThinkOff {
+		return append(ids, tok.Special(tokenizer.ThinkOpen))
+	}
+	return append(ids, tok.Special(tokenizer.ThinkEnd))
+}
+
+// printer streams generated tokens as text; thinking is shown in grey on a
+// terminal and the think tags themselves are not printed.
+type printer struct {
+	w        io.Writer
+	tok      *tokenizer.Tokenizer
+	dec      *tokenizer.StreamDecoder
+	tty      bool
+	thinking bool
+	atStart  bool
+}
+
+func newPrinter(w io.Writer, tok *tokenizer.Tokenizer, thinking bool) *printer {
+	p := &printer{w: w, tok: tok, dec: tok.NewStreamDecoder(), thinking: thinking, atStart: true}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.tty = true
+	}
+	if thinking && p.tty {
+		fmt.Fprint(w, "\x1b[90m")
+	}
+	return p
+}
+
+func (p *printer) write(s string) {
+	if s == "" {
+		return
+	}
+	fmt.Fprint(p.w, s)
+	p.atStart = strings.HasSuffix(s, "\n")
+}
+
+func (p *printer) token(id int) {
+	switch id {
+	case p.tok.Special(tokenizer.ThinkOpen):
+		return
+	case p.tok.Special(tokenizer.ThinkEnd):
+		p.write(p.dec.Flush())
+		if p.thinking && p.tty {
+			fmt.Fprint(p.w, "\x1b[0m")
+		}
+		if p.thinking && !p.atStart {
+			p.write("\n")
+		}
+		p.thinking = false
+		return
+	}
+	p.write(p.dec.Push(id))
+}
+
+func (p *printer) finish() {
+	p.write(p.dec.Flush())
+	if p.thinking && p.tty {
+		fmt.Fprint(p.w, "\x1b[0m")
+	}
+	if !p.atStart {
+		fmt.Fprintln(p.w)
+	}
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func runCmd(stdin string, args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := run(args, strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestTokenize(t *testing.T) {
+	code, out, _ := runCmd("", "tokenize", "Hello world")
+	require.Equal(t, 0, code)
+	require.Equal(t, "[19923,2058]\n", out)
+
+	// The official short prompts, rendered as the API did (one user
+	// message, thinking off), give the API's prompt_tokens.
+	for name, want := range map[string]int{"short_italian_fact": 21, "short_reasoning_plain": 18, "short_code_completion": 27} {
+		path := filepath.Join("..", "..", "engine", "prompt", "testdata", "prompts", name+".txt")
+		code, out, errOut := runCmd("", "tokenize", "--chat", "-f", path)
+		require.Equal(t, 0, code, errOut)
+		var ids []int
+		require.NoError(t, json.Unmarshal([]byte(out), &ids))
+		require.Len(t, ids, want, name)
+	}
+
+	code, out, _ = runCmd("<think>", "tokenize", "--special")
+	require.Equal(t, 0, code)
+	require.Equal(t, "[128821]\n", out)
+	code, out, _ = runCmd("", "tokenize", "--chat", "--think", "hi")
+	require.Equal(t, 0, code)
+	require.True(t, strings.HasSuffix(out, ",128804,128821]\n"), out)
+	code, _, _ = runCmd("", "tokenize", "--think", "--nothink", "x")
+	require.Equal(t, 2, code)
+	code, _, _ = runCmd("", "tokenize", "a", "b")
+	require.Equal(t, 2, code)
+}
+
+func TestDetokenize(t *testing.T) {
+	code, out, _ := runCmd("[19923, 2058]", "detokenize")
+	require.Equal(t, 0, code)
+	require.Equal(t, "Hello world", out)
+	path := filepath.Join(t.TempDir(), "ids.json")
+	require.NoError(t, os.WriteFile(path, []byte("[0,128803]"), 0o644))
+	code, out, _ = runCmd("", "detokenize", "-f", path)
+	require.Equal(t, 0, code)
+	require.Equal(t, "<｜begin▁of▁sentence｜><｜User｜>", out)
+	code, _, errOut := runCmd("[1, 2", "detokenize")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "JSON array")
+	code, _, errOut = runCmd("[999999999]", "detokenize")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "outside the vocabulary")
+}
+
+// TestGenerateTiny runs one-shot generation on the built-in tiny model:
+// greedy output is deterministic, a seed reproduces a sampled run.
+func TestGenerateTiny(t *testing.T) {
+	t.Chdir(t.TempDir()) // no ./ds4flash.gguf here
+	code, greedy, errOut := runCmd("", "-p", "Hello", "-n", "8", "--temp", "0", "--nothink", "--ctx", "256")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "built-in tiny synthetic model")
+	require.Contains(t, errOut, "generation:")
+	require.NotEmpty(t, strings.TrimSpace(greedy))
+	_, again, _ := runCmd("", "-p", "Hello", "-n", "8", "--temp", "0", "--nothink", "--ctx", "256")
+	require.Equal(t, greedy, again)
+
+	_, a, _ := runCmd("", "-p", "Hello", "-n", "8", "--seed", "7", "--ctx", "256")
+	_, b, _ := runCmd("", "-p", "Hello", "-n", "8", "--seed", "7", "--ctx", "256")
+	require.Equal(t, a, b)
+}
+
+func TestGenerateErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"--nothink"}, 2, "give a prompt"},
+		{[]string{"-p", "x", "--prompt-file", "f"}, 2, "only one prompt source"},
+		{[]string{"-p", "x", "--temp", "-1"}, 2, "temperature"},
+		{[]string{"-p", "x", "--think", "--nothink"}, 2, "exclude each other"},
+		{[]string{"-p", "x", "-n", "0"}, 2, "must be positive"},
+		{[]string{"-p", "x", "-m", "/nonexistent.gguf"}, 1, "no such file"},
+		{[]string{"--bogus"}, 2, "unknown flag"},
+	}
+	for _, c := range cases {
+		code, _, errOut := runCmd("", c.args...)
+		require.Equal(t, c.code, code, "%v: %s", c.args, errOut)
+		require.Contains(t, errOut, c.msg, "%v", c.args)
+	}
+	t.Chdir(t.TempDir())
+	code, _, errOut := runCmd("", "-p", strings.Repeat("word ", 40), "--ctx", "16")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "does not fit")
+}
