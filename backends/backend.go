@@ -73,8 +73,20 @@ type Backend interface {
 	// MatMul applies MatVec to n inputs stored back to back in x (n·Cols),
 	// writing n·Rows outputs; each output equals what MatVec computes.
 	MatMul(dst []float32, w Matrix, x []float32, n int)
-	// Parallel runs fn(i) for i in [0, n) on the backend's workers and waits.
-	Parallel(n int, fn func(i int))
+	// Parallel runs t.Run(i) for i in [0, n) on the backend's workers and
+	// waits.
+	Parallel(n int, t Task)
 	// Close releases the backend's workers.
 	Close()
 }
+
+// Task is work split into independent indexed pieces.
+type Task interface {
+	Run(i int)
+}
+
+// TaskFunc adapts a function to a Task.
+type TaskFunc func(i int)
+
+// Run calls f(i).
+func (f TaskFunc) Run(i int) { f(i) }

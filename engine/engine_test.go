@@ -193,3 +193,21 @@ func TestLoadRejectsBadModels(t *testing.T) {
 	_, err := Load(f)
 	require.ErrorContains(t, err, "entry 0 = 99 is not an expert id below 8")
 }
+
+// TestDecodeAllocatesNothing checks the decode loop runs on the session's
+// scratch buffers alone once warmed up.
+func TestDecodeAllocatesNothing(t *testing.T) {
+	m := tinyModel(t, layout.RecipeQ2, nil)
+	be := cpu.New(2)
+	defer be.Close()
+	s, err := NewSession(m, be, Options{Context: 512})
+	require.NoError(t, err)
+	require.NoError(t, s.Prefill(testTokens(40, m.Params.Vocab)))
+	require.NoError(t, s.Decode(3))
+	allocs := testing.AllocsPerRun(20, func() {
+		if err := s.Decode(5); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.Zero(t, allocs)
+}

@@ -57,6 +57,7 @@ type Session struct {
 	layers []layerState
 	logits []float32
 	s      *scratch
+	one    [1]int // Decode's token, so decoding allocates nothing
 }
 
 // NewSession allocates a session's state and scratch buffers for the
@@ -69,7 +70,7 @@ func NewSession(m *Model, be backends.Backend, opt Options) (*Session, error) {
 	if opt.Context > p.ContextLength && p.ContextLength > 0 {
 		return nil, fmt.Errorf("engine: context %d exceeds the model's %d", opt.Context, p.ContextLength)
 	}
-	s := &Session{m: m, be: be, opt: opt, rawCap: min(p.Window, opt.Context)}
+	s := &Session{m: m, be: be, opt: opt, rawCap: min(p.Window, opt.Context), tokens: make([]int, 0, opt.Context)}
 	s.layers = make([]layerState, p.Layers)
 	for il := range s.layers {
 		st := &s.layers[il]
@@ -125,7 +126,10 @@ func (s *Session) Context() int { return s.opt.Context }
 func (s *Session) Logits() []float32 { return s.logits }
 
 // Decode evaluates one token at the next position.
-func (s *Session) Decode(token int) error { return s.Prefill([]int{token}) }
+func (s *Session) Decode(token int) error {
+	s.one[0] = token
+	return s.forward(s.one[:], nil)
+}
 
 // Prefill evaluates tokens at the next positions, layer by layer, and
 // leaves the logits of the last one. The result is bit-identical to

@@ -11,16 +11,18 @@ import (
 	"github.com/ds4-go/ds4/quant"
 )
 
-// Backend is the CPU implementation of backends.Backend.
+// Backend is the CPU implementation of backends.Backend. Kernels run on
+// persistent workers; the per-call state of a matrix product comes from a
+// pool, so steady-state decoding allocates nothing.
 type Backend struct {
 	workers int
 	tasks   chan task
 	wg      sync.WaitGroup // running workers
-	scratch sync.Pool      // *actScratch
+	jobs    sync.Pool      // *matJob
 }
 
 type task struct {
-	fn     func(i int)
+	t      backends.Task
 	lo, hi int
 	done   *sync.WaitGroup
 }
@@ -31,7 +33,7 @@ func New(workers int) *Backend {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	b := &Backend{workers: workers, tasks: make(chan task, 4*workers)}
-	b.scratch.New = func() any { return new(actScratch) }
+	b.jobs.New = func() any { return new(matJob) }
 	// The calling goroutine works too, so workers-1 helpers suffice.
 	for range workers - 1 {
 		b.wg.Add(1)
@@ -39,7 +41,7 @@ func New(workers int) *Backend {
 			defer b.wg.Done()
 			for t := range b.tasks {
 				for i := t.lo; i < t.hi; i++ {
-					t.fn(i)
+					t.t.Run(i)
 				}
 				t.done.Done()
 			}
@@ -59,34 +61,44 @@ func (b *Backend) Close() {
 // Workers returns the number of goroutines that run kernels.
 func (b *Backend) Workers() int { return b.workers }
 
-// Parallel runs fn(i) for i in [0, n), split into contiguous ranges over
+// Parallel runs t.Run(i) for i in [0, n), split into contiguous ranges over
 // the workers, and waits for all of them.
-func (b *Backend) Parallel(n int, fn func(i int)) {
+func (b *Backend) Parallel(n int, t backends.Task) {
+	var done sync.WaitGroup
+	b.parallel(n, t, &done)
+}
+
+func (b *Backend) parallel(n int, t backends.Task, done *sync.WaitGroup) {
 	if n <= 0 {
 		return
 	}
 	if b.workers == 1 || n == 1 {
 		for i := range n {
-			fn(i)
+			t.Run(i)
 		}
 		return
 	}
 	parts := min(n, 4*b.workers)
-	var done sync.WaitGroup
 	done.Add(parts - 1)
 	for p := 1; p < parts; p++ {
-		b.tasks <- task{fn: fn, lo: p * n / parts, hi: (p + 1) * n / parts, done: &done}
+		b.tasks <- task{t: t, lo: p * n / parts, hi: (p + 1) * n / parts, done: done}
 	}
 	for i := 0; i < n/parts; i++ {
-		fn(i)
+		t.Run(i)
 	}
 	done.Wait()
 }
 
-// actScratch holds one quantized activation.
-type actScratch struct {
-	q80 []quant.BlockQ8_0
-	q8k []quant.BlockQ8K
+// matJob is one matrix product: the weights, the quantized or float inputs
+// and the output, split into tasks of rowsPerTask rows.
+type matJob struct {
+	w    backends.Matrix
+	x    []float32
+	dst  []float32
+	n    int
+	q80  []quant.BlockQ8_0
+	q8k  []quant.BlockQ8K
+	done sync.WaitGroup
 }
 
 // rowsPerTask groups rows so each task is worth scheduling.
@@ -99,61 +111,65 @@ func (b *Backend) MatVec(dst []float32, w backends.Matrix, x []float32) {
 
 // MatMul computes n matrix-vector products with one pass over the weights:
 // each task takes a range of rows and applies them to every input, so a
-// row is read from memory once per call.
+// row is read from memory once per call. Inputs of quantized weights are
+// quantized once per call, not once per row.
 func (b *Backend) MatMul(dst []float32, w backends.Matrix, x []float32, n int) {
-	cols, rows := w.Cols, w.Rows
-	s := b.scratch.Get().(*actScratch)
-	defer b.scratch.Put(s)
+	j := b.jobs.Get().(*matJob)
+	j.w, j.x, j.dst, j.n = w, x, dst, n
+	cols := w.Cols
 	switch w.Type {
 	case quant.Q8_0:
 		nb := cols / 32
-		s.q80 = grow(s.q80, n*nb)
+		j.q80 = grow(j.q80, n*nb)
 		for t := range n {
-			quant.QuantizeQ8_0(x[t*cols:(t+1)*cols], s.q80[t*nb:(t+1)*nb])
+			quant.QuantizeQ8_0(x[t*cols:(t+1)*cols], j.q80[t*nb:(t+1)*nb])
 		}
 	case quant.Q2_K, quant.Q4_K, quant.IQ2_XXS:
 		nb := cols / quant.QK_K
-		s.q8k = grow(s.q8k, n*nb)
+		j.q8k = grow(j.q8k, n*nb)
 		for t := range n {
-			quant.QuantizeQ8K(x[t*cols:(t+1)*cols], s.q8k[t*nb:(t+1)*nb])
+			quant.QuantizeQ8K(x[t*cols:(t+1)*cols], j.q8k[t*nb:(t+1)*nb])
 		}
+	case quant.F16, quant.BF16, quant.F32:
+	default:
+		panic("cpu: matvec on unsupported weight type " + w.Type.String())
 	}
-	dot := b.rowDot(w, x, s, cols)
-	tasks := (rows + rowsPerTask - 1) / rowsPerTask
-	b.Parallel(tasks, func(ti int) {
-		r1 := min(rows, (ti+1)*rowsPerTask)
-		for r := ti * rowsPerTask; r < r1; r++ {
-			row := w.Data[r*w.RowBytes : (r+1)*w.RowBytes]
-			for t := range n {
-				dst[t*rows+r] = dot(row, t)
-			}
-		}
-	})
+	b.parallel((w.Rows+rowsPerTask-1)/rowsPerTask, j, &j.done)
+	j.w, j.x, j.dst = backends.Matrix{}, nil, nil
+	b.jobs.Put(j)
 }
 
-// rowDot returns the dot kernel of w's type against input t.
-func (b *Backend) rowDot(w backends.Matrix, x []float32, s *actScratch, cols int) func(row []byte, t int) float32 {
-	switch w.Type {
-	case quant.Q8_0:
-		nb := cols / 32
-		return func(row []byte, t int) float32 { return quant.DotQ8_0(row, s.q80[t*nb:(t+1)*nb]) }
-	case quant.Q2_K:
-		nb := cols / quant.QK_K
-		return func(row []byte, t int) float32 { return quant.DotQ2K(row, s.q8k[t*nb:(t+1)*nb]) }
-	case quant.Q4_K:
-		nb := cols / quant.QK_K
-		return func(row []byte, t int) float32 { return quant.DotQ4K(row, s.q8k[t*nb:(t+1)*nb]) }
-	case quant.IQ2_XXS:
-		nb := cols / quant.QK_K
-		return func(row []byte, t int) float32 { return quant.DotIQ2XXS(row, s.q8k[t*nb:(t+1)*nb]) }
-	case quant.F16:
-		return func(row []byte, t int) float32 { return quant.DotF16(row, x[t*cols:(t+1)*cols]) }
-	case quant.BF16:
-		return func(row []byte, t int) float32 { return DotBF16(row, x[t*cols:(t+1)*cols]) }
-	case quant.F32:
-		return func(row []byte, t int) float32 { return quant.DotF32(row, x[t*cols:(t+1)*cols]) }
+// Run computes the rows of task i for every input.
+func (j *matJob) Run(i int) {
+	w, cols, rows := j.w, j.w.Cols, j.w.Rows
+	r1 := min(rows, (i+1)*rowsPerTask)
+	for r := i * rowsPerTask; r < r1; r++ {
+		row := w.Data[r*w.RowBytes : (r+1)*w.RowBytes]
+		for t := range j.n {
+			var v float32
+			switch w.Type {
+			case quant.Q8_0:
+				nb := cols / 32
+				v = quant.DotQ8_0(row, j.q80[t*nb:(t+1)*nb])
+			case quant.Q2_K:
+				nb := cols / quant.QK_K
+				v = quant.DotQ2K(row, j.q8k[t*nb:(t+1)*nb])
+			case quant.Q4_K:
+				nb := cols / quant.QK_K
+				v = quant.DotQ4K(row, j.q8k[t*nb:(t+1)*nb])
+			case quant.IQ2_XXS:
+				nb := cols / quant.QK_K
+				v = quant.DotIQ2XXS(row, j.q8k[t*nb:(t+1)*nb])
+			case quant.F16:
+				v = quant.DotF16(row, j.x[t*cols:(t+1)*cols])
+			case quant.BF16:
+				v = DotBF16(row, j.x[t*cols:(t+1)*cols])
+			case quant.F32:
+				v = quant.DotF32(row, j.x[t*cols:(t+1)*cols])
+			}
+			j.dst[t*rows+r] = v
+		}
 	}
-	panic("cpu: matvec on unsupported weight type " + w.Type.String())
 }
 
 // DotBF16 is a sequential float32 dot of a BF16 row with x.
