@@ -4,6 +4,7 @@ package backends
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/ds4-go/ds4/quant"
 )
@@ -61,10 +62,13 @@ func (m Matrix) RowRange(lo, hi int) Matrix {
 	return out
 }
 
-// Backend runs the engine's numeric kernels. All vectors are host float32
-// slices; matrices are bound from the model file. Implementations must be
-// deterministic: the same inputs give bit-identical outputs whatever the
-// degree of parallelism, so decode and prefill agree exactly.
+// Backend runs the engine's numeric kernels: the operations of
+// spec/model.md that touch every element of an activation, a weight or a
+// cache row. All vectors are host float32 slices; matrices are bound from
+// the model file. Implementations must be deterministic: the same inputs
+// give bit-identical outputs whatever the degree of parallelism, so decode
+// and prefill agree exactly. Vectors passed to one call do not overlap
+// unless a method says so.
 type Backend interface {
 	// MatVec sets dst[r] = row r of w · x for every row of the plain matrix w.
 	// Quantized weights take the activation quantization upstream ds4 uses
@@ -73,11 +77,98 @@ type Backend interface {
 	// MatMul applies MatVec to n inputs stored back to back in x (n·Cols),
 	// writing n·Rows outputs; each output equals what MatVec computes.
 	MatMul(dst []float32, w Matrix, x []float32, n int)
+
+	// RMSNorm sets dst = x·w/sqrt(mean(x²)+eps) (w nil: no weight); dst may be x.
+	RMSNorm(dst, x, w []float32, eps float32)
+	// RoPE rotates the adjacent pairs of tail for position pos (by −θ when
+	// inverse).
+	RoPE(tail []float32, pos int, r RoPE, inverse bool)
+	// FP8Sim rounds x through E4M3FN in blocks of 64 with power-of-two scales.
+	FP8Sim(x []float32)
+	// QAT applies the normalized Hadamard transform and rounds through E2M1
+	// in blocks of 32 (the indexer's quantization-aware path).
+	QAT(x []float32)
+	// RoundF16 rounds x to binary16 precision.
+	RoundF16(x []float32)
+
+	// HCPre splits the hyper-connection projection mix (2n+n² values) of
+	// state x (n streams) into the sublayer input in = Σ pre[h]·x[h], the
+	// post weights and the Sinkhorn-normalized mixing matrix comb (n×n).
+	HCPre(in, post, comb, x, mix []float32, hc HC)
+	// HCPost sets dst[a] = y·post[a] + Σ_b comb[a+n·b]·x[b] for n streams.
+	HCPost(dst, x, y, post, comb []float32, n int)
+	// HCHead collapses the n streams of x into out with the output head's
+	// weights sigmoid(mix[h]·scale + base[h]) + eps.
+	HCHead(out, x, mix, scale, base []float32, eps float32)
+
+	// Attend computes, per head, the softmax over rows (keys = values) of
+	// q_h·row·scale with the head's sink logit in the denominator, and
+	// writes the weighted sum of rows to out; scratch holds at least
+	// len(rows) floats.
+	Attend(out, q []float32, rows [][]float32, sinks []float32, scale float32, scratch []float32)
+	// CompressPool pools a compressor window per dimension with a softmax
+	// over the window's scores (spec §7): ratio 4 mixes the previous window
+	// (slots 0..3, first half) and the current one (slots 4..7, second
+	// half); other ratios pool their ratio slots. Slots are w wide; out
+	// gets d values.
+	CompressPool(out, kv, score []float32, ratio, w int)
+	// IndexerScores sets scores[c] = Σ_h max(0, rows[c]·q_h)·weights[h]
+	// for each compressed indexer row c.
+	IndexerScores(scores, rows, q, weights []float32, dim int)
+	// TopK marks the k largest scores in mask, the lowest index first on ties.
+	TopK(mask []bool, scores []float32, k int)
+
+	// RouterProbs sets prob = sqrt(softplus(logits)).
+	RouterProbs(prob, logits []float32)
+	// SelectExperts fills sel with the experts of the largest prob+bias
+	// (bias may be nil), in descending order, ties to the lower id.
+	SelectExperts(sel []int, prob, bias []float32)
+	// SwiGLU sets dst = silu(min(g, clamp))·clamp(u, ±clamp)·weight.
+	SwiGLU(dst, g, u []float32, clamp, weight float32)
+	// Add sets dst = a + b elementwise; dst may alias a or b.
+	Add(dst, a, b []float32)
+
 	// Parallel runs t.Run(i) for i in [0, n) on the backend's workers and
 	// waits.
 	Parallel(n int, t Task)
 	// Close releases the backend's workers.
 	Close()
+}
+
+// HC holds a hyper-connection sublayer's constants: its scale (3 values),
+// base (2n+n²), stream count, Sinkhorn iterations and epsilon.
+type HC struct {
+	Scale, Base []float32
+	N, Iters    int
+	Eps         float32
+}
+
+// RoPE holds the rotary-embedding constants of one layer.
+type RoPE struct {
+	Dims      int     // rotated tail width
+	ThetaStep float32 // base^(-2/Dims)
+	FreqScale float32 // 1 without YaRN, 1/factor with it
+	YaRN      bool
+	Lo, Hi    float32 // YaRN correction range (pair indices)
+}
+
+// NewRoPE computes the constants for a tail of dims entries with the given
+// base, and with YaRN (factor, original context, betas) when yarn is set,
+// in float32 as the reference does.
+func NewRoPE(dims int, base float32, yarn bool, factor float32, origCtx int, betaFast, betaSlow float32) RoPE {
+	f32 := func(x float64) float32 { return float32(x) }
+	r := RoPE{Dims: dims, ThetaStep: f32(math.Pow(float64(base), float64(-2/float32(dims)))), FreqScale: 1, YaRN: yarn}
+	if !yarn {
+		return r
+	}
+	r.FreqScale = 1 / factor
+	logf := func(x float32) float32 { return f32(math.Log(float64(x))) }
+	cd := func(beta float32) float32 {
+		return float32(dims) * logf(float32(origCtx)/(beta*2*math.Pi)) / (2 * logf(base))
+	}
+	r.Lo = max(0, f32(math.Floor(float64(cd(betaFast)))))
+	r.Hi = min(float32(dims-1), f32(math.Ceil(float64(cd(betaSlow)))))
+	return r
 }
 
 // Task is work split into independent indexed pieces.

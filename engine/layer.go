@@ -1,7 +1,7 @@
 package engine
 
 import (
-	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/engine/layout"
 )
 
@@ -79,15 +79,15 @@ func (s *Session) attention(il int, toks []int, pos0 int) {
 	hcd, mix := p.HC*p.Embd, p.HCMix()
 	s.hcMixes(l.HCAttnFn, n)
 	for i := range n {
-		s.hcPre(sc.in[i*p.Embd:(i+1)*p.Embd], sc.X[i*hcd:(i+1)*hcd], sc.mixes[i*mix:(i+1)*mix],
-			l.HCAttnScale, l.HCAttnBase, sc.post[i*p.HC:(i+1)*p.HC], sc.comb[i*p.HC*p.HC:(i+1)*p.HC*p.HC])
-		cpu.RMSNorm(sc.a[i*p.Embd:(i+1)*p.Embd], sc.in[i*p.Embd:(i+1)*p.Embd], l.AttnNorm, p.RMSEps)
+		be.HCPre(sc.in[i*p.Embd:(i+1)*p.Embd], sc.post[i*p.HC:(i+1)*p.HC], sc.comb[i*p.HC*p.HC:(i+1)*p.HC*p.HC],
+			sc.X[i*hcd:(i+1)*hcd], sc.mixes[i*mix:(i+1)*mix], s.hc(l.HCAttnScale, l.HCAttnBase))
+		be.RMSNorm(sc.a[i*p.Embd:(i+1)*p.Embd], sc.in[i*p.Embd:(i+1)*p.Embd], l.AttnNorm, p.RMSEps)
 	}
 	a := sc.a[:n*p.Embd]
 	be.MatMul(sc.qa[:n*p.QLoraRank], l.QA, a, n)
 	for i := range n {
 		q := sc.qa[i*p.QLoraRank : (i+1)*p.QLoraRank]
-		cpu.RMSNorm(q, q, l.QANorm, p.RMSEps)
+		be.RMSNorm(q, q, l.QANorm, p.RMSEps)
 	}
 	qd := p.Heads * p.HeadDim
 	be.MatMul(sc.q[:n*qd], l.QB, sc.qa[:n*p.QLoraRank], n)
@@ -117,13 +117,13 @@ func (s *Session) attention(il int, toks []int, pos0 int) {
 		q := sc.q[i*qd : (i+1)*qd]
 		for h := range p.Heads {
 			qh := q[h*p.HeadDim : (h+1)*p.HeadDim]
-			cpu.RMSNorm(qh, qh, nil, p.RMSEps)
-			l.Rope.Apply(qh[nope:], pos, false)
+			be.RMSNorm(qh, qh, nil, p.RMSEps)
+			be.RoPE(qh[nope:], pos, l.Rope, false)
 		}
 		kv := sc.kv[i*p.HeadDim : (i+1)*p.HeadDim]
-		cpu.RMSNorm(kv, kv, l.KVNorm, p.RMSEps)
-		l.Rope.Apply(kv[nope:], pos, false)
-		cpu.FP8Sim(kv[:nope])
+		be.RMSNorm(kv, kv, l.KVNorm, p.RMSEps)
+		be.RoPE(kv[nope:], pos, l.Rope, false)
+		be.FP8Sim(kv[:nope])
 		s.pushRaw(st, kv)
 		var mask []bool
 		if l.Ratio != 0 {
@@ -139,7 +139,7 @@ func (s *Session) attention(il int, toks []int, pos0 int) {
 		}
 		s.attend(l, st, sc.o[i*qd:(i+1)*qd], q, mask)
 		for h := range p.Heads {
-			l.Rope.Apply(sc.o[i*qd+h*p.HeadDim+nope:i*qd+(h+1)*p.HeadDim], pos, true)
+			be.RoPE(sc.o[i*qd+h*p.HeadDim+nope:i*qd+(h+1)*p.HeadDim], pos, l.Rope, true)
 		}
 	}
 	// Grouped low-rank output: group g's heads go through rows
@@ -154,6 +154,12 @@ func (s *Session) attention(il int, toks []int, pos0 int) {
 	}
 	be.MatMul(sc.y[:n*p.Embd], l.OutB, sc.low[:n*low], n)
 	s.hcPostAll(n)
+}
+
+// hc returns the hyper-connection constants of a sublayer.
+func (s *Session) hc(scale, base []float32) backends.HC {
+	p := s.m.Params
+	return backends.HC{Scale: scale, Base: base, N: p.HC, Iters: p.SinkhornIters, Eps: p.HCEps}
 }
 
 // pushRaw appends a KV row to the sliding window, dropping the oldest row
@@ -171,7 +177,7 @@ func (s *Session) pushRaw(st *layerState, kv []float32) {
 	row := st.raw[slot*d : (slot+1)*d]
 	copy(row, kv)
 	if s.opt.Numerics == NumericsDS4 {
-		cpu.RoundF16(row)
+		s.be.RoundF16(row)
 	}
 }
 
@@ -180,7 +186,7 @@ func (s *Session) pushRow(rows []float32, count *int, d int, c []float32) {
 	row := rows[*count*d : (*count+1)*d]
 	copy(row, c)
 	if s.opt.Numerics == NumericsDS4 {
-		cpu.RoundF16(row)
+		s.be.RoundF16(row)
 	}
 	*count++
 }
@@ -209,45 +215,13 @@ func (s *Session) compress(l *Layer, skv, ssc, ape, norm, kvc, scc []float32, d,
 		return nil
 	}
 	out := s.s.pooled[:d]
-	for j := range d {
-		mx := float32(negInf)
-		if r == 4 {
-			for t := range 4 {
-				mx = max(mx, ssc[t*w+j], ssc[(4+t)*w+d+j])
-			}
-		} else {
-			for t := range r {
-				mx = max(mx, ssc[t*w+j])
-			}
-		}
-		if mx <= negInf/2 {
-			out[j] = 0
-			continue
-		}
-		var den, num float32
-		if r == 4 {
-			for t := range 4 {
-				wa := expf32(ssc[t*w+j] - mx)
-				wb := expf32(ssc[(4+t)*w+d+j] - mx)
-				den += wa + wb
-				num += float32(wa * skv[t*w+j])
-				num += float32(wb * skv[(4+t)*w+d+j])
-			}
-		} else {
-			for t := range r {
-				e := expf32(ssc[t*w+j] - mx)
-				den += e
-				num += float32(e * skv[t*w+j])
-			}
-		}
-		out[j] = num / den
-	}
-	cpu.RMSNorm(out, out, norm, p.RMSEps)
-	l.Rope.Apply(out[d-p.RopeDim:], pos+1-r, false)
+	s.be.CompressPool(out, skv, ssc, r, w)
+	s.be.RMSNorm(out, out, norm, p.RMSEps)
+	s.be.RoPE(out[d-p.RopeDim:], pos+1-r, l.Rope, false)
 	if indexer {
-		cpu.QAT(out)
+		s.be.QAT(out)
 	} else {
-		cpu.FP8Sim(out[:d-p.RopeDim])
+		s.be.FP8Sim(out[:d-p.RopeDim])
 	}
 	if r == 4 {
 		copy(skv[:4*w], skv[4*w:8*w])
@@ -268,36 +242,23 @@ func (s *Session) indexer(l *Layer, st *layerState, i, pos int) []bool {
 	qi := sc.qi[i*iqd : (i+1)*iqd]
 	for h := range p.IndexerHeads {
 		qh := qi[h*p.IndexerDim : (h+1)*p.IndexerDim]
-		l.Rope.Apply(qh[p.IndexerDim-p.RopeDim:], pos, false)
-		cpu.QAT(qh)
+		s.be.RoPE(qh[p.IndexerDim-p.RopeDim:], pos, l.Rope, false)
+		s.be.QAT(qh)
 	}
-	w := sc.iw[i*p.IndexerHeads : (i+1)*p.IndexerHeads]
+	// The weights absorb the score scale 1/sqrt(dim·heads); the product
+	// is the one the reference forms per head.
 	scale := float32(1 / sqrt64(float64(p.IndexerDim*p.IndexerHeads)))
+	w := sc.iw[i*p.IndexerHeads : (i+1)*p.IndexerHeads]
+	for h := range w {
+		w[h] *= scale
+	}
 	if cap(sc.scores) < nrows {
 		sc.scores = make([]float32, nrows, 2*nrows)
 		sc.mask = make([]bool, 2*nrows)
 	}
-	scores := sc.scores[:nrows]
-	for c := range nrows {
-		row := st.icomp[c*p.IndexerDim : (c+1)*p.IndexerDim]
-		var acc float32
-		for h := range p.IndexerHeads {
-			d := cpu.Dot(row, qi[h*p.IndexerDim:(h+1)*p.IndexerDim])
-			acc += float32(max(0, d) * float32(w[h]*scale))
-		}
-		scores[c] = acc
-	}
-	mask := sc.mask[:nrows]
-	clear(mask)
-	for range p.IndexerTopK {
-		best := -1
-		for c, v := range scores {
-			if !mask[c] && (best < 0 || v > scores[best]) {
-				best = c
-			}
-		}
-		mask[best] = true
-	}
+	scores, mask := sc.scores[:nrows], sc.mask[:nrows]
+	s.be.IndexerScores(scores, st.icomp[:nrows*p.IndexerDim], qi, w, p.IndexerDim)
+	s.be.TopK(mask, scores, p.IndexerTopK)
 	return mask
 }
 
@@ -317,32 +278,10 @@ func (s *Session) attend(l *Layer, st *layerState, out, q []float32, mask []bool
 		}
 	}
 	sc.rows = rows
-	kq := s.m.kqScale()
 	if cap(sc.att) < len(rows) {
 		sc.att = make([]float32, len(rows), 2*len(rows))
 	}
-	for h := range p.Heads {
-		qh := q[h*d : (h+1)*d]
-		sj := sc.att[:len(rows)]
-		mx := l.Sinks[h]
-		for j, row := range rows {
-			sj[j] = cpu.Dot(qh, row) * kq
-			mx = max(mx, sj[j])
-		}
-		den := expf32(l.Sinks[h] - mx)
-		acc := sc.acc[:d]
-		clear(acc)
-		for j, row := range rows {
-			wj := expf32(sj[j] - mx)
-			den += wj
-			cpu.Axpy(acc, wj, row)
-		}
-		r := 1 / den
-		oh := out[h*d : (h+1)*d]
-		for k := range oh {
-			oh[k] = acc[k] * r
-		}
-	}
+	s.be.Attend(out, q, rows, l.Sinks, s.m.kqScale(), sc.att[:len(rows)])
 }
 
 // ffn runs the FFN sublayer (spec §9) for a chunk of tokens.
@@ -353,9 +292,9 @@ func (s *Session) ffn(il int, toks []int) {
 	hcd, mix := p.HC*p.Embd, p.HCMix()
 	s.hcMixes(l.HCFFNFn, n)
 	for i := range n {
-		s.hcPre(sc.in[i*p.Embd:(i+1)*p.Embd], sc.X[i*hcd:(i+1)*hcd], sc.mixes[i*mix:(i+1)*mix],
-			l.HCFFNScale, l.HCFFNBase, sc.post[i*p.HC:(i+1)*p.HC], sc.comb[i*p.HC*p.HC:(i+1)*p.HC*p.HC])
-		cpu.RMSNorm(sc.a[i*p.Embd:(i+1)*p.Embd], sc.in[i*p.Embd:(i+1)*p.Embd], l.FFNNorm, p.RMSEps)
+		be.HCPre(sc.in[i*p.Embd:(i+1)*p.Embd], sc.post[i*p.HC:(i+1)*p.HC], sc.comb[i*p.HC*p.HC:(i+1)*p.HC*p.HC],
+			sc.X[i*hcd:(i+1)*hcd], sc.mixes[i*mix:(i+1)*mix], s.hc(l.HCFFNScale, l.HCFFNBase))
+		be.RMSNorm(sc.a[i*p.Embd:(i+1)*p.Embd], sc.in[i*p.Embd:(i+1)*p.Embd], l.FFNNorm, p.RMSEps)
 	}
 	f := sc.a[:n*p.Embd]
 	be.MatMul(sc.logit[:n*p.Experts], l.GateInp, f, n)
@@ -363,9 +302,7 @@ func (s *Session) ffn(il int, toks []int) {
 	be.MatMul(sc.sh[:n*shared], l.ShGate, f, n)
 	be.MatMul(sc.shu[:n*shared], l.ShUp, f, n)
 	clamp := p.SwigluClamp[il]
-	for i := range n * shared {
-		sc.sh[i] = cpu.SiLU(min(sc.sh[i], clamp)) * min(max(sc.shu[i], -clamp), clamp)
-	}
+	be.SwiGLU(sc.sh[:n*shared], sc.sh[:n*shared], sc.shu[:n*shared], clamp, 1)
 	// The shared output lands in y; routed outputs are added per token.
 	be.MatMul(sc.y[:n*p.Embd], l.ShDown, sc.sh[:n*shared], n)
 	for i, t := range toks {
@@ -376,20 +313,12 @@ func (s *Session) ffn(il int, toks []int) {
 		for k, e := range sc.sel {
 			be.MatVec(sc.g, l.GateExps.Expert(e), fi)
 			be.MatVec(sc.u, l.UpExps.Expert(e), fi)
-			for j := range sc.mid {
-				g := min(sc.g[j], clamp)
-				u := min(max(sc.u[j], -clamp), clamp)
-				sc.mid[j] = float32(cpu.SiLU(g)*u) * sc.wt[k]
-			}
+			be.SwiGLU(sc.mid, sc.g, sc.u, clamp, sc.wt[k])
 			be.MatVec(sc.down, l.DownExps.Expert(e), sc.mid)
-			for j := range moe {
-				moe[j] += sc.down[j]
-			}
+			be.Add(moe, moe, sc.down)
 		}
 		y := sc.y[i*p.Embd : (i+1)*p.Embd]
-		for j := range y {
-			y[j] = moe[j] + y[j]
-		}
+		be.Add(y, moe, y)
 	}
 	s.hcPostAll(n)
 }
@@ -400,38 +329,14 @@ func (s *Session) route(l *Layer, lg []float32, t int) {
 	p, sc := s.m.Params, s.s
 	k := p.ExpertsUsed
 	prob := sc.prob[:p.Experts]
-	for e, v := range lg {
-		prob[e] = sqrtf32(cpu.Softplus(v))
-	}
+	s.be.RouterProbs(prob, lg)
 	sel := sc.sel[:k]
 	if l.Tid2Eid != nil {
 		for i := range k {
 			sel[i] = int(l.Tid2Eid[t*k+i])
 		}
 	} else {
-		// Insertion into a descending list: an expert goes before an
-		// entry only when strictly greater, so ties keep the lower id.
-		score := func(e int) float32 {
-			if l.ExpBias != nil {
-				return prob[e] + l.ExpBias[e]
-			}
-			return prob[e]
-		}
-		filled := 0
-		for e := range p.Experts {
-			v := score(e)
-			pos := filled
-			for pos > 0 && v > score(sel[pos-1]) {
-				pos--
-			}
-			if pos >= k {
-				continue
-			}
-			end := min(filled, k-1)
-			copy(sel[pos+1:end+1], sel[pos:end])
-			sel[pos] = e
-			filled = min(filled+1, k)
-		}
+		s.be.SelectExperts(sel, prob, l.ExpBias)
 	}
 	var sum float32
 	for _, e := range sel {

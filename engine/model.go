@@ -8,7 +8,6 @@ import (
 	"math"
 
 	"github.com/ds4-go/ds4/backends"
-	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/quant"
@@ -49,7 +48,7 @@ type Layer struct {
 	DownExps              backends.Matrix
 	ShGate, ShUp, ShDown  backends.Matrix
 
-	Rope cpu.RoPE
+	Rope backends.RoPE
 }
 
 // Model is a bound DS4 model: hyperparameters from metadata and weights
@@ -141,9 +140,9 @@ func Load(f *gguf.File) (*Model, error) {
 		l.ShUp = b.matrix(n("ffn_up_shexp.weight"))
 		l.ShDown = b.matrix(n("ffn_down_shexp.weight"))
 		if l.Ratio == 0 {
-			l.Rope = cpu.NewRoPE(p.RopeDim, p.RopeFreqBase, false, 1, 0, 0, 0)
+			l.Rope = backends.NewRoPE(p.RopeDim, p.RopeFreqBase, false, 1, 0, 0, 0)
 		} else {
-			l.Rope = cpu.NewRoPE(p.RopeDim, p.CompressRopeFreqBase, true, p.RopeScale, p.RopeOrigCtx, p.YarnBetaFast, p.YarnBetaSlow)
+			l.Rope = backends.NewRoPE(p.RopeDim, p.CompressRopeFreqBase, true, p.RopeScale, p.RopeOrigCtx, p.YarnBetaFast, p.YarnBetaSlow)
 		}
 	}
 	if b.err != nil {

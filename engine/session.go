@@ -3,10 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/ds4-go/ds4/backends"
-	"github.com/ds4-go/ds4/backends/cpu"
 )
 
 // Numerics selects the rounding points that differ between upstream ds4
@@ -226,48 +224,15 @@ func (s *Session) outputHead(dst []float32, n int) {
 
 // head is the output head of spec §10 for one token's HC state x.
 func (s *Session) head(dst, x []float32) {
-	m, p, sc := s.m, s.m.Params, s.s
+	m, p, sc, be := s.m, s.m.Params, s.s, s.be
 	hcd := p.HC * p.Embd
-	cpu.RMSNorm(sc.flat[:hcd], x, nil, p.RMSEps)
+	be.RMSNorm(sc.flat[:hcd], x, nil, p.RMSEps)
 	mix := sc.mix[:p.HC]
-	s.be.MatVec(mix, m.OutHCFn, sc.flat[:hcd])
-	w := sc.pre[:p.HC]
-	for h := range w {
-		w[h] = cpu.SigmoidStable(float32(mix[h]*m.OutHCScale[0])+m.OutHCBase[h]) + p.HCEps
-	}
+	be.MatVec(mix, m.OutHCFn, sc.flat[:hcd])
 	e := sc.e[:p.Embd]
-	weightedSum(e, x, w, p.Embd)
-	cpu.RMSNorm(e, e, m.OutNorm, p.RMSEps)
-	s.be.MatVec(dst, m.Output, e)
-}
-
-// weightedSum sets dst[d] = Σ_h x[h·width + d]·w[h], accumulated in h order.
-func weightedSum(dst, x, w []float32, width int) {
-	for d := range width {
-		var acc float32
-		for h, wh := range w {
-			acc += float32(x[h*width+d] * wh)
-		}
-		dst[d] = acc
-	}
-}
-
-// hcPre is HC_PRE of spec §5.1 for token i: it writes the sublayer input
-// to in, and the post weights and mixing matrix into sc.post/sc.comb rows i.
-// mixes holds the F16 projection of the normalized state (HCMix values).
-func (s *Session) hcPre(in, x, mix []float32, scale, base []float32, post, comb []float32) {
-	p := s.m.Params
-	n := p.HC
-	pre := s.s.pre[:n]
-	for i := range n {
-		pre[i] = cpu.SigmoidPlain(float32(mix[i]*scale[0])+base[i]) + p.HCEps
-		post[i] = 2 / (1 + float32(math.Exp(float64(-(float32(mix[n+i]*scale[1]) + base[n+i])))))
-	}
-	for k := range n * n {
-		comb[k] = float32(mix[2*n+k]*scale[2]) + base[2*n+k]
-	}
-	cpu.Sinkhorn(comb, n, p.SinkhornIters, p.HCEps)
-	weightedSum(in, x, pre, p.Embd)
+	be.HCHead(e, x, mix, m.OutHCScale, m.OutHCBase, p.HCEps)
+	be.RMSNorm(e, e, m.OutNorm, p.RMSEps)
+	be.MatVec(dst, m.Output, e)
 }
 
 // hcMixes normalizes each token's HC state and projects it with fn,
@@ -276,7 +241,7 @@ func (s *Session) hcMixes(fn backends.Matrix, n int) {
 	p, sc := s.m.Params, s.s
 	hcd := p.HC * p.Embd
 	for i := range n {
-		cpu.RMSNorm(sc.flat[i*hcd:(i+1)*hcd], sc.X[i*hcd:(i+1)*hcd], nil, p.RMSEps)
+		s.be.RMSNorm(sc.flat[i*hcd:(i+1)*hcd], sc.X[i*hcd:(i+1)*hcd], nil, p.RMSEps)
 	}
 	s.be.MatMul(sc.mixes[:n*p.HCMix()], fn, sc.flat[:n*hcd], n)
 }
@@ -288,7 +253,7 @@ func (s *Session) hcPostAll(n int) {
 	for i := range n {
 		x := sc.X[i*hcd : (i+1)*hcd]
 		tmp := sc.flat[:hcd]
-		cpu.HCPost(tmp, x, sc.y[i*p.Embd:(i+1)*p.Embd], sc.post[i*p.HC:(i+1)*p.HC], sc.comb[i*p.HC*p.HC:(i+1)*p.HC*p.HC], p.HC)
+		s.be.HCPost(tmp, x, sc.y[i*p.Embd:(i+1)*p.Embd], sc.post[i*p.HC:(i+1)*p.HC], sc.comb[i*p.HC*p.HC:(i+1)*p.HC*p.HC], p.HC)
 		copy(x, tmp)
 	}
 }

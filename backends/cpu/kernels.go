@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 
+	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/quant"
 )
 
@@ -27,34 +28,10 @@ func RMSNorm(dst, x, w []float32, eps float32) {
 	}
 }
 
-// RoPE holds the rotary-embedding constants of one layer.
-type RoPE struct {
-	Dims      int     // rotated tail width
-	ThetaStep float32 // base^(-2/Dims)
-	FreqScale float32 // 1 without YaRN, 1/factor with it
-	YaRN      bool
-	Lo, Hi    float32 // YaRN correction range (pair indices)
-}
-
-// NewRoPE computes the constants for a tail of dims entries with the given
-// base, and with YaRN (factor, original context, betas) when yarn is set.
-func NewRoPE(dims int, base float32, yarn bool, factor float32, origCtx int, betaFast, betaSlow float32) RoPE {
-	r := RoPE{Dims: dims, ThetaStep: powf(base, -2/float32(dims)), FreqScale: 1, YaRN: yarn}
-	if !yarn {
-		return r
-	}
-	r.FreqScale = 1 / factor
-	cd := func(beta float32) float32 {
-		return float32(dims) * logf(float32(origCtx)/(beta*2*math.Pi)) / (2 * logf(base))
-	}
-	r.Lo = max(0, float32(math.Floor(float64(cd(betaFast)))))
-	r.Hi = min(float32(dims-1), float32(math.Ceil(float64(cd(betaSlow)))))
-	return r
-}
-
-// Apply rotates adjacent pairs of tail (len Dims) for position pos; inverse
-// rotates by −θ. Angles come from the iterative product θ_k = pos·step^k.
-func (r RoPE) Apply(tail []float32, pos int, inverse bool) {
+// ApplyRoPE rotates adjacent pairs of tail (len r.Dims) for position pos;
+// inverse rotates by −θ. Angles come from the iterative product
+// θ_k = pos·step^k, as the reference computes them.
+func ApplyRoPE(r backends.RoPE, tail []float32, pos int, inverse bool) {
 	te := float32(pos)
 	for k := 0; k < r.Dims/2; k++ {
 		ti := r.FreqScale * te
