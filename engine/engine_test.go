@@ -211,3 +211,24 @@ func TestDecodeAllocatesNothing(t *testing.T) {
 	})
 	require.Zero(t, allocs)
 }
+
+func TestTopLogprobs(t *testing.T) {
+	m := tinyModel(t, layout.RecipeQ2, nil)
+	be := cpu.New(1)
+	defer be.Close()
+	s, _ := NewSession(m, be, Options{Context: 64})
+	require.NoError(t, s.Prefill(testTokens(5, m.Params.Vocab)))
+	top := s.TopLogprobs(5)
+	require.Len(t, top, 5)
+	lg := s.Logits()
+	var sum float64
+	for _, v := range lg {
+		sum += math.Exp(float64(v))
+	}
+	for i, tl := range top {
+		require.InDelta(t, float64(lg[tl.ID])-math.Log(sum), float64(tl.Logprob), 1e-4)
+		if i > 0 {
+			require.GreaterOrEqual(t, top[i-1].Logprob, tl.Logprob)
+		}
+	}
+}

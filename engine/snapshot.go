@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"slices"
+
+	"github.com/ds4-go/ds4/engine/sample"
 )
 
 // Snapshot is a copy of a session's complete state: tokens, caches,
@@ -55,4 +57,10 @@ func (s *Session) Restore(snap *Snapshot) error {
 		dst.compLen, dst.icompLen = src.compLen, src.icompLen
 	}
 	return nil
+}
+
+// TopLogprobs returns the k most probable next tokens after the last
+// evaluated token, with their log-probabilities, most probable first.
+func (s *Session) TopLogprobs(k int) []sample.TokenLogprob {
+	return sample.TopLogprobs(s.logits, k, nil)
 }
