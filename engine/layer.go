@@ -56,13 +56,13 @@ func newScratch(p layout.Params, n int) *scratch {
 	shared := p.ExpertFF * p.SharedExperts
 	return &scratch{
 		n: n, X: f(n * hcd), flat: f(n * hcd), mixes: f(n * p.HCMix()), mix: f(p.HCMix()),
-		pre: f(p.HC), post: f(n * p.HC), comb: f(n * p.HC * p.HC),
+		post: f(n * p.HC), comb: f(n * p.HC * p.HC),
 		in: f(n * p.Embd), a: f(n * p.Embd), e: f(p.Embd), qa: f(n * p.QLoraRank),
 		q: f(n * p.Heads * p.HeadDim), kv: f(n * p.HeadDim),
 		ckv: f(n * w), cgate: f(n * w), ikv: f(n * 2 * p.IndexerDim), igate: f(n * 2 * p.IndexerDim),
 		qi: f(n * p.IndexerHeads * p.IndexerDim), iw: f(n * p.IndexerHeads),
 		o: f(n * p.Heads * p.HeadDim), low: f(n * p.OGroups * p.OLoraRank), y: f(n * p.Embd),
-		pooled: f(w), acc: f(p.HeadDim), logit: f(n * p.Experts), prob: f(p.Experts),
+		pooled: f(w), logit: f(n * p.Experts), prob: f(p.Experts),
 		sel: make([]int, p.ExpertsUsed), wt: f(p.ExpertsUsed),
 		g: f(p.ExpertFF), u: f(p.ExpertFF), mid: f(p.ExpertFF), down: f(p.Embd),
 		sh: f(n * shared), shu: f(n * shared), moe: f(p.Embd),
