@@ -86,7 +86,23 @@ func (b *Backend) parallel(n int, t backends.Task, done *sync.WaitGroup) {
 	for i := 0; i < n/parts; i++ {
 		t.Run(i)
 	}
-	done.Wait()
+	// Help drain the queue instead of idling while the helpers work: with
+	// only the helpers running the queued parts, 2 workers would split a
+	// job 1:7. A task taken from another caller's job is fine, since each
+	// task signals its own WaitGroup.
+	for {
+		var tk task
+		select {
+		case tk = <-b.tasks:
+		default:
+			done.Wait()
+			return
+		}
+		for i := tk.lo; i < tk.hi; i++ {
+			tk.t.Run(i)
+		}
+		tk.done.Done()
+	}
 }
 
 // matJob is one matrix product: the weights, the quantized or float inputs

@@ -356,6 +356,69 @@ func TestSinkhornConverges(t *testing.T) {
 	}
 }
 
+// sinkhornSpecF32 is §5.1 transcribed with its float32 rounding points:
+// expf rounded from float64, sums in ascending index, one reciprocal per
+// row/column, products rounded before the +eps.
+func sinkhornSpecF32(z []float32, n, iters int, eps float32) []float32 {
+	c := append([]float32(nil), z...)
+	at := func(a, b int) *float32 { return &c[a+n*b] }
+	for b := range n {
+		m := *at(0, b)
+		for a := 1; a < n; a++ {
+			if v := *at(a, b); v > m {
+				m = v
+			}
+		}
+		var s float32
+		for a := range n {
+			*at(a, b) = float32(math.Exp(float64(*at(a, b) - m)))
+			s += *at(a, b)
+		}
+		r := 1 / s
+		for a := range n {
+			*at(a, b) = float32(*at(a, b)*r) + eps
+		}
+	}
+	norm := func(byRow bool) {
+		for i := range n {
+			var s float32
+			for j := range n {
+				if byRow {
+					s += *at(i, j)
+				} else {
+					s += *at(j, i)
+				}
+			}
+			r := 1 / (s + eps)
+			for j := range n {
+				if byRow {
+					*at(i, j) *= r
+				} else {
+					*at(j, i) *= r
+				}
+			}
+		}
+	}
+	norm(true)
+	for range iters - 1 {
+		norm(false)
+		norm(true)
+	}
+	return c
+}
+
+func TestSinkhornSpecRounding(t *testing.T) {
+	r := newRand(8)
+	for _, n := range []int{2, 4} {
+		for range 200 {
+			z := randVec(r, n*n, 2)
+			want := sinkhornSpecF32(z, n, 20, 1e-6)
+			Sinkhorn(z, n, 20, 1e-6)
+			require.Equal(t, bitsOf(want), bitsOf(z))
+		}
+	}
+}
+
 func TestSinkhornIndexing(t *testing.T) {
 	// A column b (c[n·b .. n·b+n)) that strongly prefers output a = b+1 mod n
 	// gives a mixing matrix concentrated on C[a][b] = c[a + n·b].

@@ -65,6 +65,32 @@ func TestNewRoPEConstants(t *testing.T) {
 		require.Equal(t, want, r.ThetaStep, "dims=%d base=%v", c.dims, c.base)
 	}
 
+	// Corr dims for other parameters: floor of cd(betaFast), ceil of
+	// cd(betaSlow), with cd from float64 math (none of these lie near an
+	// integer, so float32 evaluation cannot change the result).
+	for _, c := range []struct {
+		dims          int
+		base          float32
+		orig          int
+		fast, slow    float32
+		wantLo, wantH float32
+	}{
+		{64, 10000, 4096, 32, 1, 10, 23},  // cd 10.47, 22.51
+		{128, 10000, 8192, 32, 1, 25, 50}, // cd 25.76, 49.84
+		{64, 50000, 32768, 16, 2, 17, 24}, // cd 17.11, 23.26
+		{32, 10000, 2048, 32, 1, 4, 11},   // cd 4.03, 10.05
+	} {
+		cd := func(beta float32) float64 {
+			return float64(c.dims) * math.Log(float64(c.orig)/(float64(beta)*2*math.Pi)) / (2 * math.Log(float64(c.base)))
+		}
+		require.Equal(t, c.wantLo, float32(math.Floor(cd(c.fast))))
+		require.Equal(t, c.wantH, float32(math.Ceil(cd(c.slow))))
+		r := backends.NewRoPE(c.dims, c.base, true, 8, c.orig, c.fast, c.slow)
+		require.Equal(t, c.wantLo, r.Lo, "%+v", c)
+		require.Equal(t, c.wantH, r.Hi, "%+v", c)
+		require.Equal(t, float32(1.0/8), r.FreqScale)
+	}
+
 	// Clamping of the corr range to [0, dims−1]: a tiny original context
 	// puts cd(betaFast) below 0, a huge one puts cd(betaSlow) beyond dims−1.
 	r := backends.NewRoPE(64, 10000, true, 4, 10, 32, 1)
@@ -132,6 +158,18 @@ func TestRoPEApply(t *testing.T) {
 						mag := math.Abs(float64(x[2*k])) + math.Abs(float64(x[2*k+1]))
 						// cos/sin rounded, two products, one add: a few ulps of |x|.
 						require.InDelta(t, want[i], float64(got[i]), 4*0x1p-24*mag, "i=%d", i)
+					}
+					// The spec's float32 rounding points exactly: cosf/sinf
+					// correctly rounded, each product rounded, then the sum.
+					th := ropeAnglesSpec(pos, yarn)
+					for k, a := range th {
+						c, s := float32(math.Cos(float64(a))), float32(math.Sin(float64(a)))
+						if inverse {
+							s = -s
+						}
+						x0, x1 := x[2*k], x[2*k+1]
+						require.Equal(t, float32(x0*c)-float32(x1*s), got[2*k], "pair %d", k)
+						require.Equal(t, float32(x0*s)+float32(x1*c), got[2*k+1], "pair %d", k)
 					}
 				})
 			}
