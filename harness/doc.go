@@ -1,3 +1,5 @@
-// Package harness is the home of the benchmark, evaluation, imatrix and
-// quality-scoring runners and their Parquet results.
+// Package harness runs the measurement side of ds4-go: the ds4-bench
+// frontier sweep (spec harness.md §2) with its upstream CSV, the run
+// metadata every result carries, and Parquet results laid out as one file
+// per run in hive-style partitioned directories.
 package harness

@@ -12,15 +12,33 @@ import (
 )
 
 // Metrics summarize how far a run's logits are from a reference, over all
-// positions. KL is KL(reference ‖ run) of the softmax, natural log.
+// positions. KL is KL(reference ‖ run) of the softmax, natural log. The
+// target token of a position is the token that follows it when known, else
+// the reference's greedy choice; Δp and NLL are measured on it.
 type Metrics struct {
 	Positions   int
 	MaxAbsDelta float64
 	MeanKL      float64
 	MedianKL    float64
 	P90KL       float64
+	P99KL       float64
 	MaxKL       float64
-	Top1        float64 // fraction of positions with the same argmax
+	Top1        float64 // same-top-1 rate: fraction of positions with the same argmax
+	RMSDeltaP   float64 // root mean square of p_run(target) − p_ref(target)
+	NLLRef      float64 // mean −ln p_ref(target)
+	NLLRun      float64 // mean −ln p_run(target)
+	NLLRatio    float64 // NLLRun / NLLRef (1 when both are 0, +Inf when only NLLRef is)
+}
+
+// PositionStat is the comparison of one position.
+type PositionStat struct {
+	Position       int
+	KL             float64
+	DeltaP         float64 // p_run(target) − p_ref(target)
+	RefTop, RunTop int     // argmax of each row (-1 when unknown)
+	SameTop1       bool
+	Target         int
+	NLLRef, NLLRun float64
 }
 
 // logSoftmax returns the log-probabilities of logits in float64.
@@ -70,35 +88,81 @@ func argmax(x []float32) int {
 }
 
 // Compare computes Metrics for two row-major logit matrices of rows of
-// vocab entries.
+// vocab entries, with each position's target the reference's argmax.
 func Compare(ref, got []float32, vocab int) (Metrics, error) {
+	m, _, err := CompareTargets(ref, got, vocab, nil)
+	return m, err
+}
+
+// CompareTargets is Compare with explicit target tokens: targets[i] is
+// the token following position i (a negative entry, or a nil or short
+// targets, means the reference's argmax). It also returns the statistics of
+// every position.
+func CompareTargets(ref, got []float32, vocab int, targets []int) (Metrics, []PositionStat, error) {
 	if vocab <= 0 || len(ref) != len(got) || len(ref)%vocab != 0 {
-		return Metrics{}, fmt.Errorf("vectors: compare %d against %d logits with vocab %d", len(got), len(ref), vocab)
+		return Metrics{}, nil, fmt.Errorf("vectors: compare %d against %d logits with vocab %d", len(got), len(ref), vocab)
 	}
 	n := len(ref) / vocab
-	m := Metrics{Positions: n}
-	kls := make([]float64, n)
+	stats := make([]PositionStat, n)
 	lp, lq := make([]float64, vocab), make([]float64, vocab)
-	same := 0
+	var maxAbs float64
 	for i := range n {
 		r, g := ref[i*vocab:(i+1)*vocab], got[i*vocab:(i+1)*vocab]
 		for j := range r {
-			m.MaxAbsDelta = max(m.MaxAbsDelta, math.Abs(float64(r[j])-float64(g[j])))
+			maxAbs = max(maxAbs, math.Abs(float64(r[j])-float64(g[j])))
 		}
-		kls[i] = klInto(lp, lq, r, g)
-		m.MeanKL += kls[i] / float64(n)
-		if argmax(r) == argmax(g) {
+		st := PositionStat{Position: i, KL: klInto(lp, lq, r, g), RefTop: argmax(r), RunTop: argmax(g)}
+		st.SameTop1 = st.RefTop == st.RunTop
+		st.Target = st.RefTop
+		if i < len(targets) && targets[i] >= 0 && targets[i] < vocab {
+			st.Target = targets[i]
+		}
+		st.NLLRef, st.NLLRun = -lp[st.Target], -lq[st.Target]
+		st.DeltaP = math.Exp(lq[st.Target]) - math.Exp(lp[st.Target])
+		stats[i] = st
+	}
+	m := Summarize(stats)
+	m.MaxAbsDelta = maxAbs
+	return m, stats, nil
+}
+
+// Summarize aggregates per-position statistics into Metrics (MaxAbsDelta
+// is left zero: positions do not carry it).
+func Summarize(stats []PositionStat) Metrics {
+	n := len(stats)
+	m := Metrics{Positions: n}
+	if n == 0 {
+		return m
+	}
+	kls := make([]float64, n)
+	same := 0
+	var sq float64
+	for i, st := range stats {
+		kls[i] = st.KL
+		m.MeanKL += st.KL / float64(n)
+		if st.SameTop1 {
 			same++
 		}
+		sq += st.DeltaP * st.DeltaP
+		m.NLLRef += st.NLLRef / float64(n)
+		m.NLLRun += st.NLLRun / float64(n)
 	}
 	m.Top1 = float64(same) / float64(n)
-	slices.Sort(kls)
-	if n > 0 {
-		m.MedianKL = quantile(kls, 0.5)
-		m.P90KL = quantile(kls, 0.9)
-		m.MaxKL = kls[n-1]
+	m.RMSDeltaP = math.Sqrt(sq / float64(n))
+	switch {
+	case m.NLLRef > 0:
+		m.NLLRatio = m.NLLRun / m.NLLRef
+	case m.NLLRun == 0:
+		m.NLLRatio = 1
+	default:
+		m.NLLRatio = math.Inf(1)
 	}
-	return m, nil
+	slices.Sort(kls)
+	m.MedianKL = quantile(kls, 0.5)
+	m.P90KL = quantile(kls, 0.9)
+	m.P99KL = quantile(kls, 0.99)
+	m.MaxKL = kls[n-1]
+	return m
 }
 
 // quantile returns the q-quantile of sorted xs by linear interpolation.

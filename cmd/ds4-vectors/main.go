@@ -6,6 +6,23 @@
 // logits DeepSeek's reference computed), runs the prefill, decode and mixed
 // paths, prints max |Δlogit|, KL statistics and top-1 agreement per case,
 // mode and path, and exits with status 1 when a bar is missed.
+//
+//	ds4-vectors official [-m MODEL | --endpoint URL] [--vec FILE] [--only ID,...]
+//
+// runs upstream's official logprob vectors (greedy, thinking off, each
+// case's context) on a real model (-m, $DS4_MODEL or ./ds4flash.gguf) or
+// on an OpenAI-compatible server, applies upstream's acceptance rule
+// (byte-identical greedy tokens; every official top token within the local
+// top 20 and 4 nats), prints a table and exits with status 1 on a failure.
+// --dump DIR saves each case's steps as JSON and --save-logits DIR its
+// full logits, for compare; --parquet DIR writes the table as Parquet.
+//
+//	ds4-vectors compare [--vocab N] REF RUN
+//
+// compares two saved runs (raw float32 logits, or JSON dumps / directories
+// of them) with the quantization metrics: mean, median, p99 and max KL
+// divergence, same-top-1 rate, RMS Δp and NLL ratio; --hist and
+// --positions draw the KL histogram and per-position chart.
 package main
 
 import (
@@ -25,13 +42,53 @@ import (
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-const usage = "usage: ds4-vectors oracle [--mode lossless,q2] [--threads N] CASE_DIR...\n"
+const usage = `usage: ds4-vectors oracle [--mode lossless,q2] [--threads N] CASE_DIR...
+       ds4-vectors official [-m MODEL | --endpoint URL] [--vec FILE] [--dump DIR] [--save-logits DIR] [--parquet DIR]
+       ds4-vectors compare [--vocab N] [--parquet DIR] [--hist FILE] [--positions FILE] REF RUN
+`
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "oracle" {
+	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
+	switch args[0] {
+	case "oracle":
+		return runOracle(args, stdout, stderr)
+	case "official":
+		return status(runOfficial(args[1:], stdout, stderr), stderr)
+	case "compare":
+		return status(runCompare(args[1:], stdout, stderr), stderr)
+	}
+	fmt.Fprint(stderr, usage)
+	return 2
+}
+
+// usageError marks mistakes in the command line (exit status 2).
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// errFailed reports failed cases that were already printed (exit 1).
+var errFailed = errors.New("failed")
+
+// status prints err and maps it to an exit status.
+func status(err error, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, pflag.ErrHelp):
+		return 0
+	case errors.Is(err, errFailed):
+		return 1
+	}
+	fmt.Fprintf(stderr, "ds4-vectors: %v\n", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}
+
+func runOracle(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("oracle", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	modes := fs.StringSlice("mode", []string{"lossless"}, "conversions to run: lossless, f32, q2, q4 (quantized ones are reported, not bounded)")

@@ -1,0 +1,391 @@
+// Command ds4-bench measures instantaneous prefill and generation
+// throughput at a series of context frontiers over one fixed token
+// sequence, as upstream's ds4-bench does, and plots the results.
+//
+//	ds4-bench --prompt-file FILE [-m MODEL] [--ctx-start N] [--ctx-max N]
+//	          [--step-incr N | --step-mul F] [--gen-tokens N] [--csv FILE]
+//	          [--repeat N] [--parquet DIR] [--svg FILE]
+//	ds4-bench plot CSV... [-o OUT.svg|OUT.png] [--title T] [--width 960] [--height 540]
+//
+// The CSV has upstream's columns exactly; --parquet adds one Parquet file
+// per run with the run metadata under DIR/bench/model=…/date=…/;
+// --svg draws upstream's speed chart of the run. With no -m and no
+// ./ds4flash.gguf the built-in tiny synthetic model is measured.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/tokenizer"
+	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/plots"
+	"github.com/ds4-go/ds4/progress"
+)
+
+// defaultModel is the GGUF used when -m is not given.
+const defaultModel = "ds4flash.gguf"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// usageError marks mistakes in the command line (exit status 2).
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// run executes a command line and returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var err error
+	if len(args) > 0 && args[0] == "plot" {
+		err = runPlot(args[1:], stdout, stderr)
+	} else {
+		err = runBench(ctx, args, stdout, stderr)
+	}
+	switch {
+	case err == nil, errors.Is(err, pflag.ErrHelp):
+		return 0
+	}
+	fmt.Fprintf(stderr, "ds4-bench: %v\n", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}
+
+const usage = `Usage: ds4-bench --prompt-file FILE [options]
+       ds4-bench plot CSV... [-o OUT.svg] [--title T] [--width 960] [--height 540]
+
+Benchmarks instantaneous prefill and generation throughput at context
+frontiers such as 2048, 4096, 6144, ... . Generation is always greedy,
+runs for exactly --gen-tokens tokens, and skips EOS so every row is
+comparable. Each frontier's prefill covers only the new interval; the
+session is snapshotted before the generation probe and restored after it.
+
+Options:
+`
+
+// benchFlags are ds4-bench's options.
+type benchFlags struct {
+	promptFile, chatFile, system, model, backend, csvPath string
+	parquetDir, svgPath, title, hash                      string
+	threads, repeat                                       int
+	metal, cuda, useCPU, quality, warm, noProgress        bool
+	cfg                                                   harness.BenchConfig
+}
+
+func parseBench(args []string, stdout, stderr io.Writer) (*benchFlags, *pflag.FlagSet, error) {
+	f := &benchFlags{cfg: harness.DefaultBenchConfig()}
+	fs := pflag.NewFlagSet("ds4-bench", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.SortFlags = false
+	fs.StringVar(&f.promptFile, "prompt-file", "", "raw benchmark text, tokenized as plain text (no BOS, no template)")
+	fs.StringVar(&f.chatFile, "chat-prompt-file", "", "text rendered as one non-thinking chat user message")
+	fs.StringVar(&f.system, "system", "You are a helpful assistant.", "system text, only with --chat-prompt-file (also -sys)")
+	fs.StringVarP(&f.model, "model", "m", "", "GGUF model (default ./"+defaultModel+", else the built-in tiny model)")
+	fs.BoolVar(&f.metal, "metal", false, "Metal backend (not in this build)")
+	fs.BoolVar(&f.cuda, "cuda", false, "CUDA backend (not in this build)")
+	fs.BoolVar(&f.useCPU, "cpu", false, "CPU backend (the default and only one in this build)")
+	fs.StringVar(&f.backend, "backend", "", "backend by name: cpu")
+	fs.IntVarP(&f.threads, "threads", "t", 0, "CPU worker threads (0: one per CPU)")
+	fs.BoolVar(&f.quality, "quality", false, "prefer exact kernels (the CPU kernels always are)")
+	fs.BoolVar(&f.warm, "warm-weights", false, "touch mapped weights before measuring (accepted; no effect yet)")
+	fs.IntVar(&f.cfg.CtxStart, "ctx-start", f.cfg.CtxStart, "first measured frontier")
+	fs.IntVar(&f.cfg.CtxMax, "ctx-max", f.cfg.CtxMax, "last measured frontier (always measured)")
+	fs.IntVar(&f.cfg.CtxAlloc, "ctx-alloc", 0, "allocated context (default ctx-max + gen-tokens + 1)")
+	fs.Float64Var(&f.cfg.StepMul, "step-mul", f.cfg.StepMul, "multiplicative step (>= 1)")
+	fs.IntVar(&f.cfg.StepIncr, "step-incr", f.cfg.StepIncr, "linear step, used when --step-mul is 1")
+	fs.IntVarP(&f.cfg.GenTokens, "gen-tokens", "n", f.cfg.GenTokens, "greedy decode tokens per frontier (also --tokens)")
+	fs.IntVar(&f.cfg.GenTokens, "tokens", f.cfg.GenTokens, "alias of --gen-tokens")
+	fs.StringVar(&f.csvPath, "csv", "", "CSV destination (default stdout)")
+	fs.IntVar(&f.repeat, "repeat", 1, "measurements per frontier; rates become means, their SDs go to Parquet and stderr")
+	fs.StringVar(&f.parquetDir, "parquet", "", "write the run as Parquet under DIR (hive-style partitions)")
+	fs.StringVar(&f.svgPath, "svg", "", "draw the speed chart of the run to FILE (.svg, or .png)")
+	fs.StringVar(&f.title, "title", "", "chart title (default from the CSV name or the model)")
+	fs.StringVar(&f.hash, "hash", string(harness.HashFull), "model fingerprint in the run metadata: sha256, quick or none")
+	fs.BoolVar(&f.noProgress, "no-progress", false, "no progress bar or progress lines on stderr")
+	fs.MarkHidden("tokens")
+	fs.Usage = func() {
+		// -h prints the usage to stdout; a bad command line to stderr.
+		w := stderr
+		for _, a := range args {
+			if a == "-h" || a == "--help" {
+				w = stdout
+			}
+		}
+		fs.SetOutput(w)
+		fmt.Fprint(w, usage)
+		fs.PrintDefaults()
+		fs.SetOutput(stderr)
+	}
+	// Upstream spells the system flag -sys.
+	args = append([]string(nil), args...)
+	for i, a := range args {
+		if a == "-sys" {
+			args[i] = "--system"
+		} else if v, ok := strings.CutPrefix(a, "-sys="); ok {
+			args[i] = "--system=" + v
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil, fs, err
+		}
+		return nil, fs, usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return nil, fs, usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	if (f.promptFile == "") == (f.chatFile == "") {
+		return nil, fs, usageError{errors.New("specify exactly one of --prompt-file or --chat-prompt-file")}
+	}
+	if fs.Changed("ctx-alloc") && f.cfg.CtxAlloc <= 0 {
+		return nil, fs, usageError{errors.New("invalid value for --ctx-alloc: must be > 0")}
+	}
+	if f.threads < 0 {
+		return nil, fs, usageError{errors.New("invalid value for --threads: must be >= 0")}
+	}
+	switch {
+	case f.metal, f.cuda:
+		return nil, fs, usageError{errors.New("only the CPU backend is available in this build (use --cpu)")}
+	case f.backend != "" && f.backend != "cpu":
+		return nil, fs, usageError{fmt.Errorf("invalid value for --backend: %s (valid backends: cpu)", f.backend)}
+	}
+	f.cfg.Repeat = f.repeat
+	if err := f.cfg.Normalize(); err != nil {
+		return nil, fs, usageError{err}
+	}
+	return f, fs, nil
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, _, err := parseBench(args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	modelPath := f.model
+	if modelPath == "" {
+		if _, err := os.Stat(defaultModel); err == nil {
+			modelPath = defaultModel
+		}
+	}
+	var m *engine.Model
+	if modelPath == "" {
+		fmt.Fprintf(stderr, "ds4-bench: no -m and no ./%s: measuring the built-in tiny synthetic model\n", defaultModel)
+		m, err = engine.OpenTiny()
+	} else {
+		m, err = engine.Open(modelPath)
+	}
+	if err != nil {
+		return err
+	}
+	if m.File != nil {
+		defer m.File.Close()
+	}
+	tok, err := tokenizer.Default()
+	if err != nil {
+		return err
+	}
+	in := harness.BenchInput{PromptFile: f.promptFile, PromptMode: "raw"}
+	if f.chatFile != "" {
+		in.PromptFile, in.PromptMode = f.chatFile, "chat"
+	}
+	text, err := os.ReadFile(in.PromptFile)
+	if err != nil {
+		return err
+	}
+	var ids []int
+	if f.chatFile != "" {
+		ids = harness.EncodeChat(tok, f.system, string(text))
+	} else {
+		ids = tok.Encode(string(text))
+	}
+	in.PromptTokens = int64(len(ids))
+	if len(ids) < f.cfg.CtxMax {
+		return fmt.Errorf("prompt has %d tokens, need at least --ctx-max=%d", len(ids), f.cfg.CtxMax)
+	}
+	for _, id := range ids[:f.cfg.CtxMax] {
+		if id >= m.Params.Vocab {
+			return fmt.Errorf("prompt token %d is outside the model's vocabulary (%d)", id, m.Params.Vocab)
+		}
+	}
+	be := cpu.New(f.threads)
+	defer be.Close()
+	memBytes, rawRows, compRows := harness.ContextMemory(m.Params, f.cfg.CtxAlloc)
+	fmt.Fprintf(stderr, "ds4-bench: context buffers %.2f MiB (ctx=%d, backend=cpu, prefill_chunk=whole interval, raw_kv_rows=%d, compressed_kv_rows=%d)\n",
+		float64(memBytes)/(1<<20), f.cfg.CtxAlloc, rawRows, compRows)
+	meta, err := harness.CollectMeta(harness.MetaOptions{
+		Tool: "ds4-bench", ModelPath: modelPath, Model: m, Backend: "cpu", Threads: be.Workers(),
+		Hash: harness.HashMode(f.hash), Args: append([]string{"ds4-bench"}, args...), Progress: stderr,
+	})
+	if err != nil {
+		return err
+	}
+	s, err := engine.NewSession(m, be, engine.Options{Context: f.cfg.CtxAlloc})
+	if err != nil {
+		return err
+	}
+
+	out := stdout
+	var csvFile *os.File
+	if f.csvPath != "" {
+		if csvFile, err = os.Create(f.csvPath); err != nil {
+			return err
+		}
+		defer csvFile.Close()
+		out = csvFile
+	}
+	w := bufio.NewWriter(out)
+	flush := func(b []byte) error {
+		w.Write(b)
+		if err := w.Flush(); err != nil {
+			return fmt.Errorf("write CSV: %w", err)
+		}
+		return nil
+	}
+	if err := flush([]byte(harness.CSVHeader + "\n")); err != nil {
+		return err
+	}
+	var bar *progress.Bar
+	tty := isTerminal(stderr)
+	if !f.noProgress {
+		bar = progress.New(stderr, "ds4-bench", f.cfg.Work(), " tok")
+	}
+	b := &harness.Bench{Session: s, Tokens: ids, EOS: tok.Special(tokenizer.EOS), Config: f.cfg,
+		Row: func(r harness.BenchRow) error {
+			if bar != nil && tty && csvFile == nil {
+				fmt.Fprint(stderr, "\r\x1b[K")
+			}
+			return flush(harness.AppendCSV(nil, r))
+		},
+	}
+	if bar != nil {
+		b.Progress = func(n int) { bar.Add(int64(n)) }
+	}
+	rows, runErr := b.Run(ctx)
+	if bar != nil {
+		bar.Finish()
+	}
+	if f.cfg.Repeat > 1 {
+		for _, r := range rows {
+			fmt.Fprintf(stderr, "ds4-bench: ctx %d: prefill %.2f ± %.2f t/s, generation %.2f ± %.2f t/s (%d runs)\n",
+				r.CtxTokens, r.PrefillTPS, r.PrefillTPSSD, r.GenTPS, r.GenTPSSD, f.cfg.Repeat)
+		}
+	}
+	if f.parquetDir != "" && len(rows) > 0 {
+		path, err := harness.WriteBenchRun(f.parquetDir, meta, in, f.cfg, rows)
+		if err != nil {
+			return errors.Join(runErr, err)
+		}
+		fmt.Fprintf(stderr, "ds4-bench: wrote %s\n", path)
+	}
+	if f.svgPath != "" && len(rows) >= 2 {
+		title := f.title
+		if title == "" && f.csvPath != "" {
+			title = plots.DefaultSpeedTitle(f.csvPath)
+		} else if title == "" {
+			title = meta.ModelName + " t/s"
+		}
+		if err := drawSpeed([][]harness.BenchRow{rows}, []string{meta.ModelName}, title, 0, 0, f.svgPath); err != nil {
+			return errors.Join(runErr, err)
+		}
+		fmt.Fprintf(stderr, "ds4-bench: wrote %s\n", f.svgPath)
+	} else if f.svgPath != "" {
+		fmt.Fprintf(stderr, "ds4-bench: %s not drawn: the chart needs at least two frontiers\n", f.svgPath)
+	}
+	return runErr
+}
+
+func vgLen(n int) vg.Length { return vg.Length(n) }
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// drawSpeed draws the speed chart of one or several runs to path.
+func drawSpeed(runs [][]harness.BenchRow, labels []string, title string, width, height int, path string) error {
+	var series []plots.SpeedSeries
+	for i, rows := range runs {
+		s := plots.SpeedSeries{Label: labels[i]}
+		for _, r := range rows {
+			s.Ctx = append(s.Ctx, float64(r.CtxTokens))
+			s.Prefill = append(s.Prefill, r.PrefillTPS)
+			s.Gen = append(s.Gen, r.GenTPS)
+		}
+		series = append(series, s)
+	}
+	ch, err := plots.Speed(series, plots.SpeedOptions{Title: title, Width: vgLen(width), Height: vgLen(height)})
+	if err != nil {
+		return err
+	}
+	return ch.Save(path)
+}
+
+// runPlot is upstream's plot_speed: one CSV gives its speed chart, several
+// a comparison.
+func runPlot(args []string, stdout, stderr io.Writer) error {
+	fs := pflag.NewFlagSet("ds4-bench plot", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	outPath := fs.StringP("output", "o", "", "output file, .svg or .png (default <first csv stem>_ts.svg)")
+	title := fs.String("title", "", "chart title (default from the CSV name)")
+	width := fs.Int("width", plots.DefaultWidth, "width in points (pixels in PNG)")
+	height := fs.Int("height", plots.DefaultHeight, "height in points (pixels in PNG)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() == 0 {
+		return usageError{errors.New("plot: give one or more ds4-bench CSV files")}
+	}
+	if *width <= 0 || *height <= 0 {
+		return usageError{errors.New("plot: --width and --height must be positive")}
+	}
+	var runs [][]harness.BenchRow
+	var labels []string
+	for _, p := range fs.Args() {
+		rows, err := harness.ReadCSVFile(p)
+		if err != nil {
+			return err
+		}
+		if len(rows) < 2 {
+			return fmt.Errorf("%s: need at least two data rows", p)
+		}
+		runs = append(runs, rows)
+		labels = append(labels, strings.TrimSuffix(plots.DefaultSpeedTitle(p), " t/s"))
+	}
+	first := fs.Arg(0)
+	if *outPath == "" {
+		*outPath = filepath.Join(filepath.Dir(first), strings.TrimSuffix(filepath.Base(first), filepath.Ext(first))+"_ts.svg")
+	}
+	if *title == "" {
+		*title = plots.DefaultSpeedTitle(first)
+		if len(runs) > 1 {
+			*title = strings.Join(labels, " vs ") + " t/s"
+		}
+	}
+	if err := drawSpeed(runs, labels, *title, *width, *height, *outPath); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, *outPath)
+	return nil
+}

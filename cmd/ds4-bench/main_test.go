@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ds4-go/ds4/harness"
+)
+
+const excerpt = "../../engine/tokenizer/testdata/promessi_sposi_excerpt.txt"
+
+// TestBenchTiny runs a short sweep of the tiny model and checks the CSV,
+// the Parquet run and the SVG it writes.
+func TestBenchTiny(t *testing.T) {
+	dir := t.TempDir()
+	csvPath := filepath.Join(dir, "tiny_run.csv")
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"--prompt-file", excerpt, "--ctx-start", "16", "--ctx-max", "48", "--step-incr", "16",
+		"--gen-tokens", "2", "-t", "2", "--csv", csvPath, "--parquet", dir, "--svg", filepath.Join(dir, "tiny.svg"), "--no-progress"}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	require.Contains(t, errOut.String(), "context buffers")
+	raw, err := os.ReadFile(csvPath)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+	require.Equal(t, harness.CSVHeader, lines[0])
+	require.Len(t, lines, 4)
+	for i, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		require.Len(t, f, 6)
+		require.Equal(t, []string{[]string{"16", "32", "48"}[i], "16"}, f[:2])
+		require.Equal(t, "2", f[3])
+		require.Regexp(t, `^\d+\.\d\d$`, f[2])
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "bench", "model=DS4-tiny", "date=*", "*.parquet"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	recs, err := harness.ReadRows[harness.BenchRecord](files[0])
+	require.NoError(t, err)
+	require.Len(t, recs, 3)
+	require.Equal(t, "builtin:tiny", recs[0].ModelFile)
+	require.Equal(t, "raw", recs[0].PromptMode)
+	require.Equal(t, int64(48), recs[2].CtxTokens)
+	require.Equal(t, int64(2), recs[0].Threads)
+	svg, err := os.ReadFile(filepath.Join(dir, "tiny.svg"))
+	require.NoError(t, err)
+	require.Contains(t, string(svg), "Tiny Run t/s")
+
+	// The plot subcommand redraws it, and compares it with a bundled run.
+	out.Reset()
+	require.Equal(t, 0, run(context.Background(), []string{"plot", csvPath, "../../plots/testdata/m2_ultra.csv", "-o", filepath.Join(dir, "cmp.png")}, &out, &errOut), errOut.String())
+	require.FileExists(t, filepath.Join(dir, "cmp.png"))
+	out.Reset()
+	require.Equal(t, 0, run(context.Background(), []string{"plot", csvPath}, &out, &errOut))
+	require.Equal(t, filepath.Join(dir, "tiny_run_ts.svg")+"\n", out.String())
+}
+
+func TestBenchUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "exactly one of --prompt-file or --chat-prompt-file"},
+		{[]string{"--prompt-file", "a", "--chat-prompt-file", "b"}, 2, "exactly one"},
+		{[]string{"--prompt-file", "a", "--ctx-start", "9", "--ctx-max", "8"}, 2, "--ctx-start must be <= --ctx-max"},
+		{[]string{"--prompt-file", "a", "--step-mul", "0.5"}, 2, "--step-mul must be >= 1"},
+		{[]string{"--prompt-file", "a", "--step-mul", "inf"}, 2, "finite"},
+		{[]string{"--prompt-file", "a", "--ctx-max", "12x"}, 2, "invalid argument"},
+		{[]string{"--prompt-file", "a", "--ctx-alloc", "0"}, 2, "--ctx-alloc"},
+		{[]string{"--prompt-file", "a", "--ctx-start", "10", "--ctx-max", "100", "--ctx-alloc", "50"}, 2, "--ctx-alloc must be greater"},
+		{[]string{"--prompt-file", "a", "--gen-tokens", "0"}, 2, "positive"},
+		{[]string{"--prompt-file", "a", "--cuda"}, 2, "only the CPU backend"},
+		{[]string{"--prompt-file", "a", "--backend", "vulkan"}, 2, "valid backends: cpu"},
+		{[]string{"--prompt-file", "a", "--bogus"}, 2, "unknown flag"},
+		{[]string{"--prompt-file", excerpt, "-sys", "x", "--ctx-start", "8", "--ctx-max", "1000000"}, 1, "need at least --ctx-max=1000000"},
+		{[]string{"plot"}, 2, "give one or more"},
+		{[]string{"plot", "testdata/none.csv"}, 1, "no such file"},
+	} {
+		var out, errOut bytes.Buffer
+		require.Equal(t, tc.code, run(context.Background(), tc.args, &out, &errOut), "%v: %s", tc.args, errOut.String())
+		require.Contains(t, errOut.String(), tc.want, tc.args)
+	}
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run(context.Background(), []string{"-h"}, &out, &errOut))
+	require.Contains(t, out.String(), "Usage: ds4-bench --prompt-file FILE")
+	require.Contains(t, out.String(), "--step-incr")
+}

@@ -1,0 +1,319 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"unicode/utf8"
+
+	"github.com/spf13/pflag"
+
+	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/tokenizer"
+	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/vectors"
+)
+
+// modelEnv names the variable that points the vector runs at a real model.
+const modelEnv = "DS4_MODEL"
+
+// vecEnv overrides the fixture path, as in upstream's runner.
+const vecEnv = "DS4_TEST_VECTOR_FILE"
+
+// defaultVecFiles returns the fixtures tried in order when neither --vec
+// nor $DS4_TEST_VECTOR_FILE is set.
+func defaultVecFiles() []string {
+	return []string{"tests/test-vectors/official.vec", "vectors/testdata/official/official.vec"}
+}
+
+// OfficialRecord is one row of an official-vector run's Parquet file: one
+// step of one case (step -1 for a skipped or failed-to-run case).
+type OfficialRecord struct {
+	harness.RunMeta
+	Source       string  `parquet:"source"`
+	VecFile      string  `parquet:"vec_file"`
+	CaseID       string  `parquet:"case_id"`
+	CaseStatus   string  `parquet:"case_status"`
+	Step         int64   `parquet:"step"`
+	OfficialText string  `parquet:"official_text"`
+	OfficialHex  string  `parquet:"official_hex"`
+	LocalText    string  `parquet:"local_text"`
+	LocalHex     string  `parquet:"local_hex"`
+	LocalID      int64   `parquet:"local_id"`
+	LocalLogprob float64 `parquet:"local_logprob"`
+	Match        bool    `parquet:"selected_match"`
+	Failures     string  `parquet:"failures"`
+}
+
+type officialFlags struct {
+	vec, model, endpoint, modelID, apiKey, dump, logits, parquet string
+	only                                                         []string
+	all, tiny                                                    bool
+	tolerance                                                    float64
+	threads                                                      int
+}
+
+func runOfficial(args []string, stdout, stderr io.Writer) error {
+	var f officialFlags
+	fs := pflag.NewFlagSet("official", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.vec, "vec", "", "official.vec fixture (default $"+vecEnv+", then "+strings.Join(defaultVecFiles(), ", ")+")")
+	fs.StringVarP(&f.model, "model", "m", "", "model GGUF (default $"+modelEnv+", then ./ds4flash.gguf)")
+	fs.BoolVar(&f.tiny, "tiny", false, "run the built-in tiny model (a smoke run: its random weights fail every case)")
+	fs.StringVar(&f.endpoint, "endpoint", "", "query an OpenAI-compatible server at URL instead of running a model")
+	fs.StringVar(&f.modelID, "model-id", "deepseek-v4-flash", "model id sent to --endpoint")
+	fs.StringVar(&f.apiKey, "api-key", "", "bearer token for --endpoint (default $OPENAI_API_KEY)")
+	fs.StringSliceVar(&f.only, "only", nil, "run only these case ids")
+	fs.BoolVar(&f.all, "all", false, "also run the case upstream skips (long_memory_archive)")
+	fs.Float64Var(&f.tolerance, "tolerance", vectors.AcceptTolerance, "accepted |local − official| log-probability difference, nats")
+	fs.IntVarP(&f.threads, "threads", "t", 0, "CPU worker threads (0: one per CPU)")
+	fs.StringVar(&f.dump, "dump", "", "save each case's steps as DIR/<id>.json (a saved run for compare)")
+	fs.StringVar(&f.logits, "save-logits", "", "save each case's full logits as DIR/<id>.f32 (local model only)")
+	fs.StringVar(&f.parquet, "parquet", "", "write the results as Parquet under DIR (hive-style partitions)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("official: unexpected argument %q", fs.Arg(0))}
+	}
+	if !(f.tolerance > 0) {
+		return usageError{errors.New("official: --tolerance must be positive")}
+	}
+	vecPath := f.vec
+	if vecPath == "" {
+		vecPath = os.Getenv(vecEnv)
+	}
+	if vecPath == "" {
+		for _, p := range defaultVecFiles() {
+			if _, err := os.Stat(p); err == nil {
+				vecPath = p
+				break
+			}
+		}
+	}
+	if vecPath == "" {
+		return usageError{fmt.Errorf("official: no fixture: give --vec FILE or set %s", vecEnv)}
+	}
+	cases, err := vectors.ReadVecFile(vecPath)
+	if err != nil {
+		return err
+	}
+	for _, id := range f.only {
+		if !slices.ContainsFunc(cases, func(c vectors.VecCase) bool { return c.ID == id }) {
+			return usageError{fmt.Errorf("official: --only %s: no such case in %s", id, vecPath)}
+		}
+	}
+
+	var (
+		src     vectors.Source
+		meta    harness.MetaOptions
+		workers int
+	)
+	meta.Tool, meta.Args = "ds4-vectors official", append([]string{"ds4-vectors", "official"}, args...)
+	if f.endpoint != "" {
+		if f.model != "" || f.tiny || f.logits != "" {
+			return usageError{errors.New("official: --endpoint excludes -m, --tiny and --save-logits")}
+		}
+		key := f.apiKey
+		if key == "" {
+			key = os.Getenv("OPENAI_API_KEY")
+		}
+		src = &vectors.Endpoint{URL: f.endpoint, Model: f.modelID, APIKey: key}
+		meta.Backend = "endpoint"
+	} else {
+		m, path, err := openVectorModel(f.model, f.tiny)
+		if err != nil {
+			return err
+		}
+		if m.File != nil {
+			defer m.File.Close()
+		}
+		tok, err := tokenizer.Default()
+		if err != nil {
+			return err
+		}
+		be := cpu.New(f.threads)
+		defer be.Close()
+		workers = be.Workers()
+		es := &vectors.EngineSource{Model: m, Backend: be, Tokenizer: tok}
+		if f.logits != "" {
+			if err := os.MkdirAll(f.logits, 0o755); err != nil {
+				return err
+			}
+			es.Logits = func(c vectors.VecCase, step int, l []float32) {
+				if err := appendLogits(filepath.Join(f.logits, c.ID+".f32"), step, l); err != nil {
+					fmt.Fprintf(stderr, "ds4-vectors: %v\n", err)
+				}
+			}
+		}
+		src = es
+		meta.ModelPath, meta.Model, meta.Backend, meta.Threads, meta.Hash = path, m, "cpu", workers, harness.HashQuick
+	}
+	if f.dump != "" {
+		if err := os.MkdirAll(f.dump, 0o755); err != nil {
+			return err
+		}
+	}
+	res := vectors.RunCases(context.Background(), src, cases, vectors.RunOptions{
+		Dir: filepath.Dir(vecPath), Tolerance: f.tolerance, All: f.all, Only: f.only,
+		Progress: func(c vectors.VecCase) { fmt.Fprintf(stderr, "ds4-vectors: vector %s\n", c.ID) },
+	})
+
+	byID := map[string]vectors.VecCase{}
+	for _, c := range cases {
+		byID[c.ID] = c
+	}
+	var recs []OfficialRecord
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "case\tstep\tofficial\tlocal\tlocal logprob\tresult")
+	passed, failed, skipped := 0, 0, 0
+	for _, r := range res {
+		c := byID[r.ID]
+		switch r.Status() {
+		case "ok":
+			passed++
+		case "skipped":
+			skipped++
+		default:
+			failed++
+		}
+		if r.Skipped != "" || (r.Err != nil && len(r.Got) == 0) {
+			why := r.Skipped
+			if r.Err != nil {
+				why = r.Err.Error()
+			}
+			fmt.Fprintf(tw, "%s\t-\t\t\t\t%s: %s\n", r.ID, r.Status(), why)
+			recs = append(recs, OfficialRecord{CaseID: r.ID, CaseStatus: r.Status(), Step: -1, Failures: why})
+			continue
+		}
+		if f.dump != "" {
+			if err := vectors.WriteDump(filepath.Join(f.dump, r.ID+".json"), vectors.NewDump(sourceName(f), c, r.Got, vectors.AcceptTopK)); err != nil {
+				return err
+			}
+		}
+		for i, want := range c.Steps {
+			rec := OfficialRecord{CaseID: r.ID, CaseStatus: r.Status(), Step: int64(i), OfficialText: text(want.Selected), OfficialHex: hex.EncodeToString(want.Selected), LocalID: -1}
+			result := "ok"
+			var msgs []string
+			for _, fl := range r.Failures {
+				if fl.Step == i {
+					msgs = append(msgs, fl.Msg)
+				}
+			}
+			if i < len(r.Got) {
+				g := r.Got[i].Selected
+				rec.LocalText, rec.LocalHex, rec.LocalID, rec.LocalLogprob = text(g.Bytes), hex.EncodeToString(g.Bytes), int64(g.ID), g.Logprob
+				rec.Match = string(g.Bytes) == string(want.Selected)
+			}
+			if len(msgs) > 0 {
+				result = "FAIL: " + strings.Join(msgs, "; ")
+				rec.Failures = strings.Join(msgs, "; ")
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%q\t%q\t%.4f\t%s\n", r.ID, i, want.Selected, rec.LocalText, rec.LocalLogprob, result)
+			recs = append(recs, rec)
+		}
+		if r.Err != nil {
+			fmt.Fprintf(tw, "%s\t-\t\t\t\tERROR: %v\n", r.ID, r.Err)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "ds4-vectors: %d passed, %d failed, %d skipped\n", passed, failed, skipped)
+
+	if f.parquet != "" {
+		mt, err := harness.CollectMeta(meta)
+		if err != nil {
+			return err
+		}
+		if f.endpoint != "" {
+			mt.ModelFile, mt.ModelName = f.endpoint, f.modelID
+		}
+		for i := range recs {
+			recs[i].RunMeta, recs[i].Source, recs[i].VecFile = mt, sourceName(f), vecPath
+		}
+		path, err := harness.WriteRun(f.parquet, "vectors", mt, recs)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "ds4-vectors: wrote %s\n", path)
+	}
+	if failed > 0 {
+		return errFailed
+	}
+	return nil
+}
+
+// openVectorModel opens the model of an official run: -m, $DS4_MODEL,
+// ./ds4flash.gguf, or the tiny model when asked for.
+func openVectorModel(path string, tiny bool) (*engine.Model, string, error) {
+	if tiny {
+		if path != "" {
+			return nil, "", usageError{errors.New("official: --tiny excludes -m")}
+		}
+		m, err := engine.OpenTiny()
+		return m, "", err
+	}
+	if path == "" {
+		path = os.Getenv(modelEnv)
+	}
+	if path == "" {
+		if _, err := os.Stat("ds4flash.gguf"); err == nil {
+			path = "ds4flash.gguf"
+		}
+	}
+	if path == "" {
+		return nil, "", usageError{fmt.Errorf("official: %w (or give -m FILE, --endpoint URL, or --tiny for a smoke run)", vectors.ErrNoModel)}
+	}
+	m, err := engine.Open(path)
+	return m, path, err
+}
+
+func sourceName(f officialFlags) string {
+	if f.endpoint != "" {
+		return f.endpoint
+	}
+	return "ds4-go"
+}
+
+// text returns token bytes as a string, with invalid UTF-8 replaced (the
+// hex column is authoritative).
+func text(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// appendLogits writes one step's logits to a raw float32 file, truncating
+// it at step 0.
+func appendLogits(path string, step int, l []float32) error {
+	flag := os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	if step == 0 {
+		flag |= os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flag, 0o644)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 4*len(l))
+	for i, v := range l {
+		binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(v))
+	}
+	if _, err := f.Write(buf); err != nil {
+		f.Close()
+		return fmt.Errorf("save logits: %w", err)
+	}
+	return f.Close()
+}
