@@ -1,3 +1,57 @@
-// Package server is the home of the HTTP server that exposes the engine
-// through the OpenAI, Anthropic and Responses APIs.
+// Package server is the HTTP server that exposes the engine through the
+// OpenAI Chat Completions, Completions and Responses APIs and the Anthropic
+// Messages API, with streaming (server-sent events) and DSML tool calls,
+// following upstream ds4_server.c (spec server.md).
+//
+// # Endpoints
+//
+//	GET  /v1/models, /v1/models/{id}   deepseek-v4-flash and deepseek-v4-pro
+//	POST /v1/chat/completions          OpenAI chat (tools, streaming)
+//	POST /v1/completions               OpenAI legacy completions
+//	POST /v1/responses                 OpenAI Responses (function calls, reasoning summaries)
+//	POST /v1/messages                  Anthropic Messages (tools, thinking, streaming)
+//	POST /v1/messages/count_tokens     Anthropic token counting
+//	GET  /healthz                      liveness, never authenticated
+//	GET  /metrics                      Prometheus text counters
+//
+// # Execution
+//
+// Requests are decoded, rendered and tokenized concurrently by the HTTP
+// handlers; inference is serialized through one worker goroutine that owns
+// the engine session and takes jobs from a bounded queue (429 when full,
+// 503 while shutting down). Every job carries its request's context, so a
+// client that disconnects stops its generation before the next token and
+// a queued request whose client left is dropped. Streaming requests get
+// SSE comment lines while they wait in the queue or in a long prefill.
+//
+// The worker reuses the live KV cache across the stateless requests of a
+// conversation (spec §13): the protocol continuations of the Responses and
+// Anthropic tool-call bindings, a token prefix, the thinking binding and a
+// text prefix with suffix-only tokenization, and with Config.KVCache the
+// disk checkpoints of package kvcache. It remembers the exact DSML bytes
+// sampled for each tool call (a bounded LRU keyed by unguessable ids) so
+// that the next turn renders them unchanged, falling back to the canonical
+// rendering for unknown ids. Inside a tool-call block the structural
+// tokens are decoded greedily and the argument payloads are sampled.
+//
+// # Deviations from upstream
+//
+// Deliberate, for clients that must work unchanged:
+//   - unknown model ids get 404 (model_not_found) unless
+//     Config.AcceptAnyModel is set;
+//   - errors on /v1/messages use Anthropic's error shape
+//     {"type":"error","error":{...}} with Anthropic error types;
+//   - a stop sequence ends an Anthropic message with stop_reason
+//     "stop_sequence" and the matched stop_sequence;
+//   - numeric fields are range-checked (400) instead of clamped, null
+//     numeric fields mean "default", and max_completion_tokens wins over
+//     max_tokens when both are present;
+//   - HTTP keep-alive, chunked request bodies and IPv6 work (net/http);
+//   - a stop-sequence hit keeps the live KV (only the protocol bindings are
+//     dropped): token and text prefix matching stay exact because they
+//     compare against what the KV really holds;
+//   - visible-transcript bindings are keyed without their final EOS, so
+//     the EOS that closed the turn enters the KV with the next suffix
+//     (spec §13.1 "EOS gap", fixed);
+//   - the last sampled token is evaluated after the response is sent.
 package server

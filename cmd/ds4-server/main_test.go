@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe for the server's logger and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Setenv(apiKeyEnv, "")
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--help"}, 0, "--kv-disk-dir"},
+		{[]string{"--no-such-flag"}, 2, "unknown flag"},
+		{[]string{"extra"}, 2, "unexpected argument"},
+		{[]string{"--ctx", "1"}, 2, "--ctx"},
+		{[]string{"--port", "70000"}, 2, "--port"},
+		{[]string{"--host", "0.0.0.0", "--port", "0"}, 2, "needs an API key"},
+	} {
+		var stderr syncBuffer
+		if code := run(c.args, &stderr, nil); code != c.code || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q", c.args, code, stderr.String())
+		}
+	}
+}
+
+func TestServeTinyModel(t *testing.T) {
+	t.Chdir(t.TempDir()) // no ./ds4flash.gguf here
+	ready := make(chan string, 1)
+	stop := make(chan struct{})
+	var stderr syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run([]string{"--port", "0", "--ctx", "1024", "--kv-disk-dir", "kv"}, &stderr, &testHooks{ready: ready, stop: stop})
+	}()
+	var addr string
+	select {
+	case addr = <-ready:
+	case c := <-code:
+		t.Fatalf("exited with %d: %s", c, stderr.String())
+	case <-time.After(time.Minute):
+		t.Fatal("server did not start")
+	}
+	resp, err := http.Get("http://" + addr + "/v1/models/deepseek-v4-flash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"tiny":true`) || !strings.Contains(string(b), `"context_length":1024`) {
+		t.Errorf("model %s", b)
+	}
+	resp, err = http.Post("http://"+addr+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"completion_tokens":2`) {
+		t.Errorf("chat %d %s", resp.StatusCode, b)
+	}
+	close(stop)
+	if c := <-code; c != 0 {
+		t.Errorf("exit %d", c)
+	}
+	log := stderr.String()
+	for _, want := range []string{"embedded tiny model", "listening on http://127.0.0.1:", "disk KV cache in kv"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+}

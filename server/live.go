@@ -1,0 +1,328 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/ds4-go/ds4/engine/prompt"
+)
+
+// binding ties protocol state to a live token position (spec §15): it is
+// usable only while the session is still at pos.
+type binding struct {
+	valid   bool
+	pos     int
+	visible string   // the rendering the live KV stands for, without the final EOS
+	ids     []string // the tool-call ids of the live assistant turn
+}
+
+// liveBindings are the live protocol bindings: Responses, Anthropic and
+// thinking (spec §15.1–15.3). The worker sets them; request decoders read
+// the call ids concurrently.
+type liveBindings struct {
+	mu                  sync.Mutex
+	resp, anthr, thinkB binding
+}
+
+func (l *liveBindings) get() (resp, anthr, think binding) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.resp, l.anthr, l.thinkB
+}
+
+func (l *liveBindings) set(resp, anthr, think binding) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.resp, l.anthr, l.thinkB = resp, anthr, think
+}
+
+func (l *liveBindings) clear() { l.set(binding{}, binding{}, binding{}) }
+
+// knows reports whether id is a call id of the live turn of protocol a.
+func (l *liveBindings) knows(a api, id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.resp
+	if a == apiMessages {
+		b = l.anthr
+	}
+	return b.valid && slices.Contains(b.ids, id)
+}
+
+// validateResults checks that every tool result of a Messages or
+// Responses request answers a call that is either replayed earlier in the
+// request or still live (spec §5.3, §5.4); it flags requests that depend
+// on the live state.
+func (s *Server) validateResults(r *request, format string) error {
+	for i, ids := range r.resultIDs {
+		role := r.msgs[i].Role
+		if r.api == apiMessages && role != prompt.RoleUser {
+			continue
+		}
+		if r.api == apiResponses && role != prompt.RoleTool && role != prompt.RoleFunction {
+			continue
+		}
+		for _, id := range ids {
+			prior := hasPriorCall(r.msgs[:i], id)
+			if !prior && !s.live.knows(r.api, id) {
+				return badRequest(format, id)
+			}
+			if !prior {
+				r.requiresLive = true
+			}
+		}
+	}
+	return nil
+}
+
+// hasPriorCall reports whether an assistant message in msgs has a call
+// with id.
+func hasPriorCall(msgs []prompt.Message, id string) bool {
+	if id == "" {
+		return false
+	}
+	for _, m := range msgs {
+		if m.Role != prompt.RoleAssistant {
+			continue
+		}
+		for _, c := range m.ToolCalls {
+			if c.ID == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// prepareLiveTail finds the part of a Messages or Responses request that
+// continues a live tool-call turn (spec §15.1, §15.2) and renders it.
+func (r *request) prepareLiveTail(opt prompt.Options) error {
+	n := len(r.msgs)
+	isResult := func(i int) bool {
+		role := r.msgs[i].Role
+		if r.api == apiMessages {
+			return role == prompt.RoleUser && len(r.resultIDs[i]) > 0
+		}
+		return role == prompt.RoleTool || role == prompt.RoleFunction
+	}
+	end := n
+	if r.api == apiMessages {
+		for end > 0 && r.msgs[end-1].Role == prompt.RoleSystem {
+			end--
+		}
+	}
+	start := end
+	for start > 0 && isResult(start-1) {
+		start--
+	}
+	if start == end {
+		return nil
+	}
+	var ids []string
+	first := start
+	for first > 0 && r.api == apiResponses && (r.msgs[first-1].Role == prompt.RoleSystem || r.msgs[first-1].Role == prompt.RoleDeveloper) {
+		first--
+	}
+	if r.api == apiResponses && first > 0 {
+		a := r.msgs[start-1]
+		if a.Role != prompt.RoleAssistant || len(a.ToolCalls) == 0 {
+			return nil
+		}
+		for _, c := range a.ToolCalls {
+			ids = appendUnique(ids, c.ID)
+		}
+	} else {
+		for i := start; i < n; i++ {
+			for _, id := range r.resultIDs[i] {
+				ids = appendUnique(ids, id)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	text, err := prompt.RenderLiveTail(r.msgs, start, opt)
+	if err != nil {
+		return fmt.Errorf("live tail: %w", err)
+	}
+	r.liveTail, r.liveIDs, r.liveTailText = start, ids, text
+	return nil
+}
+
+func appendUnique(ids []string, id string) []string {
+	if id == "" || slices.Contains(ids, id) {
+		return ids
+	}
+	return append(ids, id)
+}
+
+// sameIDs reports whether a and b hold the same ids.
+func sameIDs(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, id := range a {
+		if !slices.Contains(b, id) {
+			return false
+		}
+	}
+	return true
+}
+
+// render attaches exact tool-call replay, prepares the live tail, renders
+// the prompt and tokenizes it.
+func (s *Server) render(r *request) error {
+	opt := prompt.Options{Think: r.think, ContextSize: s.ctx}
+	if r.hasTools {
+		opt.Tools = r.tools
+	}
+	var err error
+	if r.api == apiCompletions {
+		r.rendered, err = prompt.RenderCompletion(r.completion, opt)
+	} else {
+		if s.tools != nil {
+			s.restoreToolIDs(r.msgs)
+			r.replayed, r.canonical = prompt.AttachRawDSML(r.msgs, s.tools.get)
+		}
+		if r.api == apiMessages || r.api == apiResponses {
+			if err := r.prepareLiveTail(opt); err != nil {
+				return err
+			}
+		}
+		r.rendered, err = prompt.Render(r.msgs, opt)
+	}
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	r.tokens = s.tok.EncodeSpecial(r.rendered)
+	if len(r.tokens) >= s.ctx {
+		return overflowError(r.api, len(r.tokens), s.ctx)
+	}
+	return nil
+}
+
+// toolContext reports whether the rendered history has tool context
+// (spec §7.1).
+func (r *request) toolContext() bool {
+	if r.hasTools && schemasPresent(r.tools) {
+		return true
+	}
+	for _, m := range r.msgs {
+		if m.Role == prompt.RoleTool || m.Role == prompt.RoleFunction || (m.Role == prompt.RoleAssistant && len(m.ToolCalls) > 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// plan is how the worker brings the session to a request's prompt: the
+// effective prompt tokens, how many of them the live session already holds
+// and which rule of the decision ladder chose them.
+type plan struct {
+	tokens []int
+	reuse  int
+	source string
+}
+
+// protocol reports whether the plan continues a protocol binding (spec
+// §13.1 steps 1–3 and 5), which the disk cache manager does not know.
+func (p plan) protocol() bool {
+	switch p.source {
+	case "responses-visible", "responses-tool-output", "anthropic-tool-output", "thinking-visible":
+		return true
+	}
+	return false
+}
+
+// plan runs the decision ladder of spec §13.1 (without the disk cache):
+// protocol continuations, token prefix, thinking binding, text prefix,
+// cold.
+func (s *Server) plan(r *request) (plan, error) {
+	live := s.sess.Tokens()
+	pos := len(live)
+	resp, anthr, think := s.live.get()
+	fromLive := func(suffix, source string) plan {
+		t := make([]int, 0, pos+len(suffix)/2)
+		t = append(t, live...)
+		return plan{s.tok.AppendEncode(t, suffix, true), pos, source}
+	}
+	candidates := func() (plan, bool) {
+		if pos == 0 {
+			return plan{}, false
+		}
+		switch r.api {
+		case apiResponses:
+			if resp.valid && resp.pos == pos {
+				if len(resp.visible) < len(r.rendered) && strings.HasPrefix(r.rendered, resp.visible) {
+					return fromLive(r.rendered[len(resp.visible):], "responses-visible"), true
+				}
+				if r.liveTailText != "" && sameIDs(r.liveIDs, resp.ids) {
+					return fromLive(r.liveTailText, "responses-tool-output"), true
+				}
+			}
+		case apiMessages:
+			if anthr.valid && anthr.pos == pos && r.liveTailText != "" && sameIDs(r.liveIDs, anthr.ids) {
+				return fromLive(r.liveTailText, "anthropic-tool-output"), true
+			}
+		}
+		return plan{}, false
+	}
+	if p, ok := candidates(); ok {
+		return p, nil
+	}
+	if r.requiresLive {
+		what := "Responses continuation state is not available; retry by replaying the full input history"
+		if r.api == apiMessages {
+			what = "Anthropic continuation state is not available; retry by replaying the full messages history"
+		}
+		return plan{}, &apiError{status: http.StatusConflict, message: what}
+	}
+	if pos > 0 && len(r.tokens) >= pos && slices.Equal(r.tokens[:pos], live) {
+		return plan{r.tokens, pos, "memory-token"}, nil
+	}
+	if pos > 0 && (r.api == apiChat || r.api == apiMessages) && think.valid && think.pos == pos &&
+		len(think.visible) < len(r.rendered) && strings.HasPrefix(r.rendered, think.visible) {
+		return fromLive(r.rendered[len(think.visible):], "thinking-visible"), nil
+	}
+	if pos > 0 {
+		if text := s.tok.Decode(live); len(text) <= len(r.rendered) && r.rendered[:len(text)] == string(text) {
+			return fromLive(r.rendered[len(text):], "memory-text"), nil
+		}
+		s.log.Printf("ds4-server: live kv cache miss: %d live tokens, common prefix %d of %d prompt tokens", pos, commonPrefix(live, r.tokens), len(r.tokens))
+	}
+	return plan{r.tokens, 0, "cold"}, nil
+}
+
+// commonPrefix returns the length of the common prefix of a and b.
+func commonPrefix(a, b []int) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+// restoreToolIDs loads into the tool memory the ids of msgs' tool calls
+// that it lacks but a disk checkpoint saved (spec §14).
+func (s *Server) restoreToolIDs(msgs []prompt.Message) {
+	if s.cfg.KVStore == nil {
+		return
+	}
+	want := map[string]bool{}
+	for _, m := range msgs {
+		for _, c := range m.ToolCalls {
+			if c.ID != "" && !s.tools.has(c.ID) {
+				want[c.ID] = true
+			}
+		}
+	}
+	if len(want) == 0 {
+		return
+	}
+	for _, e := range s.cfg.KVStore.ToolEntries(func(id string) bool { return want[id] }) {
+		s.tools.put(e.ID, e.DSML)
+	}
+}

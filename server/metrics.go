@@ -1,0 +1,171 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// metrics are the server's counters, exported in the Prometheus text
+// format by /metrics.
+type metrics struct {
+	queued    atomic.Int64 // requests waiting for the worker
+	busy      atomic.Bool  // the worker is running a request
+	rejected  atomic.Int64 // refused because the queue was full
+	cancelled atomic.Int64 // given up because the client left
+
+	promptTokens    atomic.Int64 // effective prompt tokens
+	prefillTokens   atomic.Int64 // prompt tokens evaluated
+	prefillNanos    atomic.Int64
+	completionToks  atomic.Int64 // generated tokens
+	decodeNanos     atomic.Int64
+	cacheHits       atomic.Int64 // requests that reused live KV
+	cacheMisses     atomic.Int64
+	diskHits        atomic.Int64 // requests that loaded a disk checkpoint
+	cachedTokens    atomic.Int64 // prompt tokens reused
+	generationCount atomic.Int64
+
+	mu       sync.Mutex
+	requests map[requestKey]int64
+	finishes map[string]int64
+}
+
+type requestKey struct {
+	path   string
+	status int
+}
+
+// request counts a finished HTTP request.
+func (m *metrics) request(path string, a api, generate bool, status int) {
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if !generate {
+		switch {
+		case path == "/healthz", path == "/metrics", path == "/v1/models", path == "/v1/messages/count_tokens", strings.HasPrefix(path, "/v1/models/"):
+			if strings.HasPrefix(path, "/v1/models/") {
+				path = "/v1/models/{id}"
+			}
+		default:
+			path = "other"
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.requests == nil {
+		m.requests = map[requestKey]int64{}
+	}
+	m.requests[requestKey{path, status}]++
+}
+
+// prefilled records a prompt sync.
+func (m *metrics) prefilled(evaluated int, d time.Duration, reused int, source string) {
+	if source == "disk-text" {
+		m.diskHits.Add(1)
+	}
+	m.promptTokens.Add(int64(evaluated + reused))
+	m.prefillTokens.Add(int64(evaluated))
+	m.prefillNanos.Add(int64(d))
+	m.cachedTokens.Add(int64(reused))
+	if reused > 0 {
+		m.cacheHits.Add(1)
+	} else {
+		m.cacheMisses.Add(1)
+	}
+}
+
+// generated records a finished generation.
+func (m *metrics) generated(tokens int, d time.Duration, finish string) {
+	m.completionToks.Add(int64(tokens))
+	m.decodeNanos.Add(int64(d))
+	m.generationCount.Add(1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.finishes == nil {
+		m.finishes = map[string]int64{}
+	}
+	m.finishes[finish]++
+}
+
+func rate(tokens, nanos int64) float64 {
+	if nanos <= 0 {
+		return 0
+	}
+	return float64(tokens) / (float64(nanos) / 1e9)
+}
+
+func (s *Server) serveMetrics(w http.ResponseWriter) {
+	m := &s.stats
+	var b strings.Builder
+	metric := func(name, typ, help string) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+	}
+	metric("ds4_requests_total", "counter", "HTTP requests by path and status.")
+	m.mu.Lock()
+	keys := make([]requestKey, 0, len(m.requests))
+	for k := range m.requests {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].path != keys[j].path {
+			return keys[i].path < keys[j].path
+		}
+		return keys[i].status < keys[j].status
+	})
+	for _, k := range keys {
+		fmt.Fprintf(&b, "ds4_requests_total{path=%q,status=\"%d\"} %d\n", k.path, k.status, m.requests[k])
+	}
+	metric("ds4_generations_total", "counter", "Finished generations by finish reason.")
+	var fins []string
+	for f := range m.finishes {
+		fins = append(fins, f)
+	}
+	sort.Strings(fins)
+	for _, f := range fins {
+		fmt.Fprintf(&b, "ds4_generations_total{finish=%q} %d\n", f, m.finishes[f])
+	}
+	m.mu.Unlock()
+	busy := 0
+	if m.busy.Load() {
+		busy = 1
+	}
+	counters := []struct {
+		name, typ, help string
+		v               any
+	}{
+		{"ds4_tokens_in_total", "counter", "Prompt tokens of the requests run (reused and evaluated).", m.promptTokens.Load()},
+		{"ds4_tokens_out_total", "counter", "Generated tokens.", m.completionToks.Load()},
+		{"ds4_prefill_tokens_total", "counter", "Prompt tokens evaluated.", m.prefillTokens.Load()},
+		{"ds4_prefill_seconds_total", "counter", "Time spent bringing the session to prompts.", float64(m.prefillNanos.Load()) / 1e9},
+		{"ds4_decode_seconds_total", "counter", "Time spent in decode loops.", float64(m.decodeNanos.Load()) / 1e9},
+		{"ds4_prefill_tokens_per_second", "gauge", "Average prefill speed.", rate(m.prefillTokens.Load(), m.prefillNanos.Load())},
+		{"ds4_decode_tokens_per_second", "gauge", "Average decode speed.", rate(m.completionToks.Load(), m.decodeNanos.Load())},
+		{"ds4_kv_cache_hits_total", "counter", "Requests that reused the live KV cache.", m.cacheHits.Load()},
+		{"ds4_kv_cache_misses_total", "counter", "Requests prefilled from scratch.", m.cacheMisses.Load()},
+		{"ds4_kv_cache_disk_hits_total", "counter", "Requests that loaded a disk KV checkpoint.", m.diskHits.Load()},
+		{"ds4_kv_cache_reused_tokens_total", "counter", "Prompt tokens reused from the live KV cache.", m.cachedTokens.Load()},
+		{"ds4_queue_depth", "gauge", "Requests waiting for the worker.", m.queued.Load()},
+		{"ds4_queue_capacity", "gauge", "Bound of the request queue.", int64(cap(s.queue))},
+		{"ds4_worker_busy", "gauge", "1 while the worker runs a request.", busy},
+		{"ds4_requests_rejected_total", "counter", "Requests refused because the queue was full.", m.rejected.Load()},
+		{"ds4_requests_cancelled_total", "counter", "Requests given up because the client left.", m.cancelled.Load()},
+		{"ds4_uptime_seconds", "gauge", "Seconds since the server started.", time.Since(s.start).Seconds()},
+	}
+	ids, blocks, bytes := s.tools.stats()
+	for _, c := range counters {
+		metric(c.name, c.typ, c.help)
+		fmt.Fprintf(&b, "%s %v\n", c.name, c.v)
+	}
+	metric("ds4_tool_memory_ids", "gauge", "Tool-call ids in the exact replay memory.")
+	fmt.Fprintf(&b, "ds4_tool_memory_ids %d\n", ids)
+	metric("ds4_tool_memory_blocks", "gauge", "Distinct DSML blocks in the exact replay memory.")
+	fmt.Fprintf(&b, "ds4_tool_memory_blocks %d\n", blocks)
+	metric("ds4_tool_memory_bytes", "gauge", "Accounted bytes of the exact replay memory.")
+	fmt.Fprintf(&b, "ds4_tool_memory_bytes %d\n", bytes)
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	w.Write([]byte(b.String()))
+}

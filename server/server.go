@@ -1,0 +1,442 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ds4-go/ds4/engine/kvcache"
+	"github.com/ds4-go/ds4/engine/tokenizer"
+)
+
+// Defaults of the Config fields.
+const (
+	DefaultMaxTokens    = 393216
+	DefaultQueueSize    = 16
+	DefaultMaxBodyBytes = 64 << 20
+	DefaultKeepAlive    = 5 * time.Second
+	DefaultPrefillChunk = 256
+	DefaultWriteTimeout = 10 * time.Second
+)
+
+// Session is the inference timeline the server's worker owns:
+// *engine.Session implements it.
+type Session interface {
+	// Context returns the context size in tokens.
+	Context() int
+	// Pos returns the number of evaluated tokens.
+	Pos() int
+	// Tokens returns the evaluated tokens.
+	Tokens() []int
+	// Prefill evaluates tokens at the next positions.
+	Prefill(tokens []int) error
+	// Decode evaluates one token at the next position.
+	Decode(token int) error
+	// Logits returns the logits after the last evaluated token.
+	Logits() []float32
+	// Reset empties the session.
+	Reset()
+}
+
+// KVCache is the disk KV cache manager the worker syncs prompts through;
+// *kvcache.Manager implements it.
+type KVCache interface {
+	// Sync brings the session to the request's prompt.
+	Sync(kvcache.Request) (kvcache.Result, error)
+	// Decode evaluates a generated token, first saving a continued
+	// checkpoint when checkpoint is set and the session is at a frontier.
+	Decode(token int, checkpoint bool) error
+	// Bind records the visible transcript the live session stands for.
+	Bind(kind kvcache.KeyKind, visible []byte)
+	// Invalidate empties the live session.
+	Invalidate()
+	// Close saves the live session at shutdown.
+	Close() (kvcache.Stored, bool)
+}
+
+// ToolStore looks up tool-call ids saved with disk checkpoints;
+// *kvcache.Cache implements it.
+type ToolStore interface {
+	// ToolEntries returns the saved entries whose id wanted accepts.
+	ToolEntries(wanted func(id string) bool) []kvcache.ToolEntry
+}
+
+// Config configures a Server.
+type Config struct {
+	// Session is the one inference session; the server's worker is its
+	// only user from New on. Required.
+	Session Session
+	// Tokenizer tokenizes prompts; nil means tokenizer.Default().
+	Tokenizer *tokenizer.Tokenizer
+	// ModelName names the loaded model in /v1/models and logs.
+	ModelName string
+	// Tiny says the session runs the embedded tiny model (random weights),
+	// which /v1/models reports.
+	Tiny bool
+	// DefaultMaxTokens is the output limit when a request sets none.
+	DefaultMaxTokens int
+	// QueueSize bounds the requests waiting for the worker; more are
+	// refused with 429.
+	QueueSize int
+	// MaxBodyBytes bounds request bodies (413 beyond).
+	MaxBodyBytes int64
+	// APIKey, when set, must be presented as a bearer token or in the
+	// x-api-key header. Serve refuses a non-loopback listener without one.
+	APIKey string
+	// CORS adds permissive CORS headers to every response.
+	CORS bool
+	// AcceptAnyModel serves requests for any model id (upstream
+	// behaviour) instead of answering 404 for unknown ones.
+	AcceptAnyModel bool
+	// KeepAlive is the interval of SSE comment lines while a streaming
+	// request waits in the queue or in a long prefill.
+	KeepAlive time.Duration
+	// PrefillChunk is the number of prompt tokens evaluated between
+	// cancellation checks and keep-alives.
+	PrefillChunk int
+	// WriteTimeout bounds each write to a client.
+	WriteTimeout time.Duration
+	// ToolMemoryIDs bounds the exact tool-call replay memory; negative
+	// disables exact replay.
+	ToolMemoryIDs int
+	// KVCache, when set, brings the session to each prompt through the
+	// disk KV cache (a *kvcache.Manager of Session); the server still runs
+	// the protocol continuations of spec §13.1 steps 1–3 and 5 itself.
+	KVCache KVCache
+	// KVStore, when set, supplies the tool-call ids saved with disk
+	// checkpoints, for exact replay after a restart (a *kvcache.Cache).
+	KVStore ToolStore
+	// Trace, when set, receives a human-readable trace of every request.
+	Trace io.Writer
+	// Log receives operational messages; nil discards them.
+	Log *log.Logger
+}
+
+// Server serves the OpenAI, Anthropic and Responses APIs over one engine
+// session. Requests are decoded concurrently and run one at a time by a
+// single worker goroutine that owns the session.
+type Server struct {
+	cfg    Config
+	tok    *tokenizer.Tokenizer
+	sess   Session
+	ctx    int // context size
+	eos    int
+	log    *log.Logger
+	tools  *toolMemory
+	live   liveBindings
+	stats  metrics
+	queue  chan *job
+	qmu    sync.RWMutex // guards sends on queue against its closing
+	qdone  bool         // queue closed
+	seq    atomic.Int64 // response counter
+	trace  sync.Mutex
+	http   *http.Server
+	base   context.Context // cancelled by Shutdown
+	stop   context.CancelFunc
+	closed atomic.Bool
+	wg     sync.WaitGroup // the worker
+	start  time.Time
+}
+
+// New returns a Server for cfg and starts its worker.
+func New(cfg Config) (*Server, error) {
+	if cfg.Session == nil {
+		return nil, errors.New("server: no session")
+	}
+	if cfg.Tokenizer == nil {
+		t, err := tokenizer.Default()
+		if err != nil {
+			return nil, fmt.Errorf("server: tokenizer: %w", err)
+		}
+		cfg.Tokenizer = t
+	}
+	if cfg.ModelName == "" {
+		cfg.ModelName = "DeepSeek V4 Flash"
+	}
+	setDefault(&cfg.DefaultMaxTokens, DefaultMaxTokens)
+	setDefault(&cfg.QueueSize, DefaultQueueSize)
+	setDefault(&cfg.MaxBodyBytes, DefaultMaxBodyBytes)
+	setDefault(&cfg.KeepAlive, DefaultKeepAlive)
+	setDefault(&cfg.PrefillChunk, DefaultPrefillChunk)
+	setDefault(&cfg.WriteTimeout, DefaultWriteTimeout)
+	setDefault(&cfg.ToolMemoryIDs, DefaultToolMemoryIDs)
+	if cfg.Log == nil {
+		cfg.Log = log.New(io.Discard, "", 0)
+	}
+	s := &Server{
+		cfg:   cfg,
+		tok:   cfg.Tokenizer,
+		sess:  cfg.Session,
+		ctx:   cfg.Session.Context(),
+		eos:   cfg.Tokenizer.Special(tokenizer.EOS),
+		log:   cfg.Log,
+		queue: make(chan *job, cfg.QueueSize),
+		start: time.Now(),
+	}
+	if cfg.ToolMemoryIDs > 0 {
+		s.tools = newToolMemory(cfg.ToolMemoryIDs, DefaultToolMemoryBytes)
+	}
+	s.base, s.stop = context.WithCancel(context.Background())
+	s.http = &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          cfg.Log,
+	}
+	s.wg.Add(1)
+	go s.work()
+	return s, nil
+}
+
+func setDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v == 0 {
+		*v = def
+	}
+}
+
+// Handler returns the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+
+// Serve accepts connections on ln until Shutdown. It refuses a listener on
+// a non-loopback address when no API key is configured.
+func (s *Server) Serve(ln net.Listener) error {
+	if s.cfg.APIKey == "" && !IsLoopback(ln.Addr()) {
+		ln.Close()
+		return fmt.Errorf("server: refusing to listen on %s without an API key", ln.Addr())
+	}
+	err := s.http.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting requests, aborts the generation in progress at
+// its next token, fails the queued requests with 503 and waits for the
+// handlers and the worker to finish or for ctx to end.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.stop()
+	err := s.http.Shutdown(ctx)
+	s.qmu.Lock()
+	s.qdone = true
+	close(s.queue)
+	s.qmu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
+	return err
+}
+
+// IsLoopback reports whether addr is a loopback TCP address.
+func IsLoopback(addr net.Addr) bool {
+	if a, ok := addr.(*net.TCPAddr); ok {
+		return a.IP.IsLoopback()
+	}
+	host, _, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// statusWriter records the status code for the metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// routes maps generation endpoints to their protocol.
+var routes = map[string]api{
+	"/v1/chat/completions": apiChat,
+	"/v1/completions":      apiCompletions,
+	"/v1/responses":        apiResponses,
+	"/v1/messages":         apiMessages,
+}
+
+func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
+	w := &statusWriter{ResponseWriter: rw}
+	path := r.URL.Path
+	a, generate := routes[path]
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Printf("ds4-server: panic serving %s: %v\n%s", path, p, debug.Stack())
+			if w.status == 0 {
+				writeError(w, a, &apiError{status: http.StatusInternalServerError, message: "internal error"})
+			}
+		}
+		s.stats.request(path, a, generate, w.status)
+	}()
+	if s.cfg.CORS {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", "*")
+		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "*")
+	}
+	if r.Method == http.MethodOptions {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+		return
+	}
+	if !s.authorized(r) {
+		writeError(w, a, &apiError{status: http.StatusUnauthorized, message: "invalid or missing API key", code: "invalid_api_key"})
+		return
+	}
+	switch {
+	case path == "/v1/messages/count_tokens" && r.Method == http.MethodPost:
+		s.serveCountTokens(w, r)
+	case generate && r.Method == http.MethodPost:
+		s.serveGenerate(w, r, a)
+	case path == "/metrics" && r.Method == http.MethodGet:
+		s.serveMetrics(w)
+	case path == "/v1/models" && r.Method == http.MethodGet:
+		s.serveModels(w, "")
+	case strings.HasPrefix(path, "/v1/models/") && r.Method == http.MethodGet:
+		s.serveModels(w, strings.TrimPrefix(path, "/v1/models/"))
+	case generate:
+		w.Header().Set("Allow", "POST, OPTIONS")
+		writeError(w, a, &apiError{status: http.StatusMethodNotAllowed, message: "method not allowed"})
+	default:
+		writeError(w, a, errNotFound)
+	}
+}
+
+// authorized checks the API key, if one is configured.
+func (s *Server) authorized(r *http.Request) bool {
+	if s.cfg.APIKey == "" {
+		return true
+	}
+	key := r.Header.Get("X-Api-Key")
+	if auth := r.Header.Get("Authorization"); key == "" && len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
+		key = strings.TrimSpace(auth[7:])
+	}
+	return subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.APIKey)) == 1
+}
+
+// modelObject is the /v1/models entry for id.
+func (s *Server) modelObject(id string) ordered {
+	maxc := min(s.cfg.DefaultMaxTokens, s.ctx)
+	name := s.cfg.ModelName
+	o := ordered{
+		{"id", id},
+		{"object", "model"},
+		{"created", int64(1767225600)},
+		{"owned_by", "ds4.c"},
+		{"name", name},
+		{"context_length", s.ctx},
+		{"top_provider", ordered{{"context_length", s.ctx}, {"max_completion_tokens", maxc}, {"is_moderated", false}}},
+		{"supported_parameters", []string{"tools", "tool_choice", "max_tokens", "temperature", "top_p",
+			"top_k", "min_p", "stop", "seed", "stream", "reasoning_effort"}},
+	}
+	if s.cfg.Tiny {
+		o = append(o, field{"tiny", true}, field{"description", "embedded tiny synthetic model (random weights, gibberish output): no -m given"})
+	}
+	return o
+}
+
+func (s *Server) serveModels(w http.ResponseWriter, id string) {
+	var body []byte
+	switch id {
+	case "":
+		body = marshal(ordered{{"object", "list"}, {"data", []ordered{s.modelObject(ModelFlash), s.modelObject(ModelPro)}}})
+	case ModelFlash, ModelPro:
+		body = marshal(s.modelObject(id))
+	default:
+		writeError(w, apiOther, &apiError{status: http.StatusNotFound, message: "The model `" + id + "` does not exist", code: "model_not_found"})
+		return
+	}
+	writeJSON(w, append(body, '\n'))
+}
+
+// serveCountTokens answers Anthropic's token counting endpoint with the
+// length of the rendered prompt, which Claude Code uses to size its context.
+func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request) {
+	body, aerr := s.readBody(w, r)
+	if aerr != nil {
+		writeError(w, apiMessages, aerr)
+		return
+	}
+	var n int
+	switch req, err := s.decodeRequest(apiMessages, body); {
+	case err == nil:
+		n = len(req.tokens)
+	case asAPIError(err).code == "context_length_exceeded":
+		n = asAPIError(err).promptTokens
+	default:
+		writeError(w, apiMessages, asAPIError(err))
+		return
+	}
+	writeJSON(w, append(marshal(ordered{{"input_tokens", n}}), '\n'))
+}
+
+// ToolEntries returns the tool-map entries to save with a checkpoint keyed
+// by key: the remembered ids of every DSML block in it. It serves as
+// kvcache.ManagerOptions.Tools.
+func (s *Server) ToolEntries(key []byte) []kvcache.ToolEntry {
+	return kvcache.ToolEntriesFor(key, s.tools.idsOf)
+}
+
+// writeJSON writes a complete 200 JSON response.
+func writeJSON(w http.ResponseWriter, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(body)
+}
+
+// readBody reads the request body within the size limit.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(time.Minute))
+	defer rc.SetReadDeadline(time.Time{})
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &apiError{status: http.StatusRequestEntityTooLarge, message: fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodyBytes), code: "request_too_large"}
+		}
+		return nil, badRequest("bad HTTP request")
+	}
+	return body, nil
+}

@@ -1,0 +1,597 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ds4-go/ds4/engine/dsml"
+	"github.com/ds4-go/ds4/engine/kvcache"
+	"github.com/ds4-go/ds4/engine/prompt"
+	"github.com/ds4-go/ds4/engine/sample"
+)
+
+// Job states: a queued job is taken by the worker (running) or given up by
+// its handler when the client leaves first (abandoned).
+const (
+	jobQueued int32 = iota
+	jobRunning
+	jobAbandoned
+)
+
+// job is one request waiting for or running on the worker.
+type job struct {
+	ctx    context.Context
+	req    *request
+	w      http.ResponseWriter
+	sse    *sseWriter // nil unless streaming
+	state  atomic.Int32
+	mu     sync.Mutex // serializes queue keep-alives with the worker's takeover
+	done   chan struct{}
+	queued time.Time
+}
+
+// errShutdown is reported to requests that meet a stopping server.
+var errShutdown = &apiError{status: http.StatusServiceUnavailable, message: "server shutting down"}
+
+// serveGenerate decodes a generation request concurrently with the worker,
+// queues it and waits until the worker has answered it.
+func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, a api) {
+	// Writes set deadlines; the next request on the connection must not
+	// inherit them.
+	defer http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	body, aerr := s.readBody(w, r)
+	if aerr != nil {
+		writeError(w, a, aerr)
+		return
+	}
+	req, err := s.decodeRequest(a, body)
+	if err != nil {
+		writeError(w, a, asAPIError(err))
+		return
+	}
+	j := &job{ctx: r.Context(), req: req, w: w, done: make(chan struct{}), queued: time.Now()}
+	if req.stream {
+		j.sse = &sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
+	}
+	if aerr := s.enqueue(j); aerr != nil {
+		writeError(w, a, aerr)
+		return
+	}
+	s.wait(j)
+}
+
+// enqueue adds j to the queue without blocking.
+func (s *Server) enqueue(j *job) *apiError {
+	s.qmu.RLock()
+	defer s.qmu.RUnlock()
+	if s.qdone || s.base.Err() != nil {
+		return errShutdown
+	}
+	s.stats.queued.Add(1)
+	select {
+	case s.queue <- j:
+		return nil
+	default:
+		s.stats.queued.Add(-1)
+		s.stats.rejected.Add(1)
+		return &apiError{status: http.StatusTooManyRequests, message: fmt.Sprintf("server busy: %d requests already queued; retry later", cap(s.queue)), code: "queue_full"}
+	}
+}
+
+// wait blocks until the worker is done with j. A client that leaves while
+// j is still queued abandons it; a streaming client gets keep-alive
+// comments while it waits.
+func (s *Server) wait(j *job) {
+	var tick <-chan time.Time
+	if j.sse != nil {
+		t := time.NewTicker(s.cfg.KeepAlive)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-j.done:
+			return
+		case <-j.ctx.Done():
+			if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
+				s.stats.queued.Add(-1)
+				s.stats.cancelled.Add(1)
+				return
+			}
+			<-j.done
+			return
+		case <-tick:
+			j.mu.Lock()
+			if j.state.Load() == jobQueued {
+				j.sse.comment("queued")
+			}
+			j.mu.Unlock()
+		}
+	}
+}
+
+// work is the worker goroutine: it owns the session and runs the queued
+// jobs one at a time.
+func (s *Server) work() {
+	defer s.wg.Done()
+	for j := range s.queue {
+		if !j.state.CompareAndSwap(jobQueued, jobRunning) {
+			continue
+		}
+		s.stats.queued.Add(-1)
+		j.mu.Lock() // wait out a keep-alive in progress
+		j.mu.Unlock()
+		s.stats.busy.Store(true)
+		s.runJob(j)
+		s.stats.busy.Store(false)
+		close(j.done)
+	}
+	if kv := s.cfg.KVCache; kv != nil {
+		if st, ok := kv.Close(); ok {
+			s.log.Printf("ds4-server: saved the live session (%d tokens) to the disk KV cache: %s", st.Tokens, st.Path)
+		}
+	}
+}
+
+// invalidate empties the live session and its bindings after an error.
+func (s *Server) invalidate() {
+	if kv := s.cfg.KVCache; kv != nil {
+		kv.Invalidate()
+	} else {
+		s.sess.Reset()
+	}
+	s.live.clear()
+}
+
+// evaluate evaluates a generated token; checkpoint allows a continued
+// disk checkpoint first.
+func (s *Server) evaluate(tok int, checkpoint bool) error {
+	if kv := s.cfg.KVCache; kv != nil {
+		return kv.Decode(tok, checkpoint)
+	}
+	return s.sess.Decode(tok)
+}
+
+// runJob answers one request; a panic fails the request, not the server.
+func (s *Server) runJob(j *job) {
+	g := &gen{s: s, j: j, r: j.req, pending: -1}
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Printf("ds4-server: panic in request: %v\n%s", p, debug.Stack())
+			s.invalidate()
+			g.fail(&apiError{status: http.StatusInternalServerError, message: fmt.Sprint("internal error: ", p)})
+		}
+	}()
+	if s.base.Err() != nil {
+		g.fail(errShutdown)
+		return
+	}
+	if j.ctx.Err() != nil {
+		s.stats.cancelled.Add(1)
+		return
+	}
+	g.run()
+}
+
+// gen is the state of one generation.
+type gen struct {
+	s *Server
+	j *job
+	r *request
+
+	em       emitter
+	id       string
+	created  int64
+	thinking bool
+	source   string
+
+	prompt, cached int // usage: effective prompt tokens, reused tokens
+	completion     int
+
+	raw     []byte
+	emitted int // raw bytes already passed on to the stream
+	maxStop int
+	stopHit string // the stop sequence that ended generation
+
+	stream    *dsml.Stream  // chat-kind streaming
+	tracker   *dsml.Tracker // with tools: greedy structure, block end
+	streamIDs []string      // tool-call ids streamed live, by call index
+
+	finish  string
+	errMsg  string
+	pending int // the last sampled token, evaluated after the response
+
+	prefill, decode time.Duration
+	firstToken      time.Duration
+}
+
+// fail reports e before or, when the stream has started, inside the
+// response.
+func (g *gen) fail(e *apiError) {
+	if g.j.sse != nil && g.j.sse.started {
+		g.j.sse.streamError(g.r.api, e.message)
+		return
+	}
+	writeError(g.j.w, g.r.api, e)
+}
+
+// cancelled returns why generation must stop early, if it must.
+func (g *gen) cancelled() string {
+	switch {
+	case g.s.base.Err() != nil:
+		return "shutdown requested"
+	case g.j.ctx.Err() != nil:
+		return "client disconnected"
+	case g.j.sse != nil && g.j.sse.err != nil:
+		return "client stream write failed"
+	}
+	return ""
+}
+
+func (g *gen) run() {
+	s, r := g.s, g.r
+	start := time.Now()
+	p, err := s.plan(r)
+	if err != nil {
+		g.fail(asAPIError(err))
+		return
+	}
+	if len(p.tokens) >= s.ctx {
+		p = plan{r.tokens, 0, "cold"}
+	}
+	p, err = g.sync(p)
+	if err != nil {
+		if why := g.cancelled(); why != "" {
+			s.stats.cancelled.Add(1)
+			s.log.Printf("ds4-server: request abandoned during prefill: %s", why)
+			return
+		}
+		s.invalidate()
+		g.fail(&apiError{status: http.StatusInternalServerError, message: err.Error()})
+		return
+	}
+	s.live.clear()
+	g.source = p.source
+	g.prefill = time.Since(start)
+	g.prompt, g.cached = len(p.tokens), p.reuse
+	s.stats.prefilled(len(p.tokens)-p.reuse, g.prefill, p.reuse, p.source)
+
+	n := s.seq.Add(1)
+	g.id = "chatcmpl-" + strconv.FormatInt(n, 10)
+	if r.api == apiCompletions {
+		g.id = "cmpl-" + strconv.FormatInt(n, 10)
+	}
+	g.created = time.Now().Unix()
+	g.thinking = r.think.Enabled()
+	g.em = newEmitter(r)
+	for _, st := range r.stops {
+		g.maxStop = max(g.maxStop, len(st))
+	}
+	if r.hasTools {
+		g.tracker = dsml.NewTracker(g.thinking)
+	}
+	if r.stream && r.api != apiCompletions {
+		g.stream = dsml.NewStream(dsml.StreamOptions{Thinking: g.thinking, Tools: r.hasTools})
+	}
+	if r.stream {
+		g.em.begin(g)
+	}
+	g.generate()
+	res := g.result()
+	g.setBindings(res)
+	if g.j.ctx.Err() == nil {
+		g.em.end(g, res)
+	}
+	if g.pending >= 0 && g.finish != "error" {
+		if err := s.evaluate(g.pending, false); err != nil {
+			s.log.Printf("ds4-server: evaluating the last token: %v", err)
+			s.invalidate()
+		}
+	}
+	if kv := s.cfg.KVCache; kv != nil {
+		resp, _, think := s.live.get()
+		switch {
+		case resp.valid && resp.pos == s.sess.Pos():
+			kv.Bind(kvcache.KeyResponsesVisible, []byte(resp.visible))
+		case think.valid && think.pos == s.sess.Pos():
+			kv.Bind(kvcache.KeyThinkingVisible, []byte(think.visible))
+		}
+	}
+	s.stats.generated(g.completion, g.decode, g.finish)
+	s.traceRequest(g, res)
+}
+
+// sync brings the session to the planned prompt, prefilling in chunks so
+// that a client that leaves stops it and long prefills send keep-alives.
+// With a disk KV cache the cache manager decides how unless the plan is a
+// protocol continuation; it returns the plan carried out.
+func (g *gen) sync(p plan) (plan, error) {
+	progress := func(done, total int) error {
+		if why := g.cancelled(); why != "" {
+			return errors.New(why)
+		}
+		if sse := g.j.sse; sse != nil && done < total && time.Since(sse.lastWrite(g.j.queued)) >= g.s.cfg.KeepAlive {
+			sse.comment("prefill")
+		}
+		return nil
+	}
+	if err := progress(0, 1); err != nil {
+		return p, err
+	}
+	if kv := g.s.cfg.KVCache; kv != nil {
+		req := kvcache.Request{Text: g.r.rendered, Tokens: g.r.tokens, Progress: progress}
+		if p.protocol() {
+			req.Tokens = p.tokens
+		}
+		res, err := kv.Sync(req)
+		if err != nil {
+			return p, err
+		}
+		if !p.protocol() {
+			p.source = string(res.Source)
+		}
+		return plan{res.Prompt, res.Reused, p.source}, nil
+	}
+	sess := g.s.sess
+	if p.reuse == 0 && sess.Pos() > 0 {
+		sess.Reset()
+	}
+	for done := p.reuse; done < len(p.tokens); {
+		n := min(g.s.cfg.PrefillChunk, len(p.tokens)-done)
+		if err := sess.Prefill(p.tokens[done : done+n]); err != nil {
+			return p, fmt.Errorf("prefill: %w", err)
+		}
+		done += n
+		if err := progress(done, len(p.tokens)); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// thinkingParams are the sampling settings of thinking modes, which ignore
+// the client's (spec §4.3).
+var thinkingParams = sample.Params{Temperature: 1, TopK: 0, TopP: 1, MinP: 0.05}
+
+// generate runs the decode loop (spec §8.2).
+func (g *gen) generate() {
+	s, r := g.s, g.r
+	sess := s.sess
+	limit := r.maxTokens
+	if limit < 0 {
+		limit = s.cfg.DefaultMaxTokens
+	}
+	limit = min(limit, s.ctx-sess.Pos())
+	sampler := sample.New(r.sampling)
+	base := sampler.Params()
+	if g.thinking {
+		base = thinkingParams
+	}
+	t0 := time.Now()
+	defer func() { g.decode = time.Since(t0) }()
+	for g.completion < limit {
+		if why := g.cancelled(); why != "" {
+			g.finish, g.errMsg = "error", why
+			if g.j.ctx.Err() != nil || g.j.sse != nil && g.j.sse.err != nil {
+				s.stats.cancelled.Add(1)
+			}
+			break
+		}
+		p := base
+		if g.tracker != nil && g.tracker.State().Greedy() {
+			p.Temperature = 0
+		}
+		tok := sampler.SampleWith(sess.Logits(), p)
+		if tok == s.eos {
+			g.finish = "stop"
+			break
+		}
+		g.completion++
+		if g.completion == 1 {
+			g.firstToken = time.Since(t0)
+		}
+		text := s.tok.TokenBytes(tok)
+		prev := len(g.raw)
+		g.raw = append(g.raw, text...)
+		if g.tracker != nil {
+			g.tracker.Write(string(text))
+		}
+		end := g.completion >= limit
+		if g.checkStops(prev) {
+			g.finish, end = "stop", true
+		} else if g.tracker != nil && g.tracker.Closed() {
+			g.finish, end = "tool_calls", true
+		}
+		g.flush(false)
+		if end {
+			g.pending = tok
+			break
+		}
+		if err := s.evaluate(tok, g.tracker == nil || !g.tracker.Opened() && !g.tracker.State().InBlock()); err != nil {
+			g.finish, g.errMsg = "error", err.Error()
+			break
+		}
+	}
+	if g.finish == "" {
+		g.finish = "length"
+	}
+	g.flush(true)
+	if g.stream != nil {
+		g.em.events(g, g.stream.Close())
+	}
+}
+
+// checkStops looks for a stop sequence that ends in the bytes appended
+// after prev; on a hit it truncates the text there (spec §4.6).
+func (g *gen) checkStops(prev int) bool {
+	if g.maxStop == 0 {
+		return false
+	}
+	from := max(0, prev-(g.maxStop-1))
+	best := -1
+	for _, st := range g.r.stops {
+		if i := bytes.Index(g.raw[from:], []byte(st)); i >= 0 && (best < 0 || from+i < best) {
+			best, g.stopHit = from+i, st
+		}
+	}
+	if best < 0 {
+		return false
+	}
+	g.raw = g.raw[:best]
+	return true
+}
+
+// flush passes the generated text that can no longer be part of a stop
+// sequence on to the stream (all of it when final).
+func (g *gen) flush(final bool) {
+	if !g.r.stream {
+		return
+	}
+	safe := len(g.raw)
+	if !final && g.maxStop > 1 {
+		safe -= g.maxStop - 1
+	}
+	if g.r.api == apiCompletions && !final {
+		safe = utf8SafeLen(g.raw[:max(safe, g.emitted)])
+	}
+	if safe <= g.emitted {
+		return
+	}
+	chunk := string(g.raw[g.emitted:safe])
+	g.emitted = safe
+	if g.stream != nil {
+		g.em.events(g, g.stream.Write(chunk))
+	} else {
+		g.em.text(g, chunk)
+	}
+}
+
+// utf8SafeLen returns the length of b without an incomplete UTF-8
+// sequence at its end.
+func utf8SafeLen(b []byte) int {
+	n := len(b)
+	for i := 1; i <= 3 && i <= n; i++ {
+		c := b[n-i]
+		if c&0xC0 == 0x80 {
+			continue // continuation byte
+		}
+		if c >= 0xC0 {
+			need := 2
+			if c >= 0xE0 {
+				need = 3
+			}
+			if c >= 0xF0 {
+				need = 4
+			}
+			if i < need {
+				return n - i
+			}
+		}
+		return n
+	}
+	return n
+}
+
+// result is the parsed outcome of a generation.
+type result struct {
+	dsml.Result
+	parseErr error
+}
+
+// result parses the generation, settles the finish reason and assigns and
+// remembers tool-call ids (spec §9).
+func (g *gen) result() *result {
+	s, r := g.s, g.r
+	text := string(g.raw)
+	if r.api == apiCompletions {
+		return &result{Result: dsml.Result{Content: text}}
+	}
+	opened := g.tracker != nil && g.tracker.Opened()
+	if opened && !g.tracker.Closed() && g.finish != "error" {
+		g.finish, g.errMsg = "error", "unterminated tool call"
+	}
+	res, err := dsml.Parse(text, g.thinking)
+	out := &result{Result: res, parseErr: err}
+	if err != nil {
+		if opened && g.finish != "error" && g.finish != "length" {
+			g.finish = "stop"
+		}
+		if opened {
+			s.log.Printf("ds4-server: invalid tool call returned as assistant text: %v", err)
+		}
+		return out
+	}
+	if len(res.Calls) == 0 {
+		return out
+	}
+	prefix := "call_"
+	if r.api == apiMessages {
+		prefix = "toolu_"
+	}
+	taken := map[string]bool{}
+	for i := range out.Calls {
+		id := ""
+		if i < len(g.streamIDs) {
+			id = g.streamIDs[i]
+		}
+		if id == "" || taken[id] {
+			id = s.tools.newCallID(prefix, taken)
+		}
+		taken[id] = true
+		out.Calls[i].ID = id
+		s.tools.put(id, res.RawDSML)
+	}
+	g.finish = "tool_calls"
+	return out
+}
+
+// setBindings records the live protocol bindings of the finished turn
+// (spec §15). A stop-sequence hit leaves the live KV holding more than the
+// reply, so it binds nothing.
+func (g *gen) setBindings(res *result) {
+	r := g.r
+	var resp, anthr, think binding
+	ok := g.finish != "error" && g.finish != "length" && g.stopHit == "" && res.parseErr == nil
+	pos := g.s.sess.Pos()
+	if g.pending >= 0 {
+		pos++
+	}
+	var ids []string
+	for _, c := range res.Calls {
+		ids = append(ids, c.ID)
+	}
+	if ok {
+		switch r.api {
+		case apiResponses:
+			var b strings.Builder
+			b.WriteString(r.rendered)
+			if g.thinking {
+				if r.summaries && len(res.Calls) > 0 {
+					b.WriteString(res.Reasoning)
+				}
+				b.WriteString(prompt.ThinkClose)
+			}
+			b.WriteString(res.Content)
+			b.WriteString(res.RawDSML)
+			resp = binding{valid: true, pos: pos, visible: b.String(), ids: ids}
+		case apiMessages:
+			if len(ids) > 0 {
+				anthr = binding{valid: true, pos: pos, ids: ids}
+			}
+		}
+		if (r.api == apiChat || r.api == apiMessages) && !r.hasTools && !r.toolContext() && g.thinking &&
+			len(res.Calls) == 0 && bytes.Contains(g.raw, []byte(prompt.ThinkClose)) && strings.HasSuffix(r.rendered, prompt.ThinkOpen) {
+			think = binding{valid: true, pos: pos, visible: strings.TrimSuffix(r.rendered, prompt.ThinkOpen) + prompt.ThinkClose + res.Content}
+		}
+	}
+	g.s.live.set(resp, anthr, think)
+}
