@@ -42,6 +42,28 @@ func (s *Server) decodeRequest(a api, body []byte) (*request, error) {
 	return r, nil
 }
 
+// decodeLogprobs reads the Chat Completions members "logprobs" and
+// "top_logprobs"; as OpenAI, top_logprobs requires logprobs. Streamed
+// logprobs are not supported.
+func decodeLogprobs(f fields, r *request) error {
+	var err error
+	if r.logprobs, _, err = f.boolean("logprobs"); err != nil {
+		return err
+	}
+	k, ok, err := f.integer("top_logprobs", 0, maxTopLogprobs)
+	if err != nil {
+		return err
+	}
+	if ok && !r.logprobs {
+		return fieldError("top_logprobs", "requires logprobs to be true")
+	}
+	if r.logprobs && r.stream {
+		return fieldError("logprobs", "is not supported with stream")
+	}
+	r.topLogprobs = int(k)
+	return nil
+}
+
 // decodeChat decodes a chat completions or completions request (spec §5.1,
 // §5.2).
 func (s *Server) decodeChat(f fields, r *request) error {
@@ -57,6 +79,11 @@ func (s *Server) decodeChat(f fields, r *request) error {
 	} else if ok {
 		if r.includeUsage, _, err = so.boolean("include_usage"); err != nil {
 			return fieldError("stream_options.include_usage", "must be a boolean")
+		}
+	}
+	if r.api == apiChat {
+		if err := decodeLogprobs(f, r); err != nil {
+			return err
 		}
 	}
 	tc := newThinkControls()

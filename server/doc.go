@@ -6,7 +6,7 @@
 // # Endpoints
 //
 //	GET  /v1/models, /v1/models/{id}   deepseek-v4-flash and deepseek-v4-pro
-//	POST /v1/chat/completions          OpenAI chat (tools, streaming)
+//	POST /v1/chat/completions          OpenAI chat (tools, streaming, logprobs)
 //	POST /v1/completions               OpenAI legacy completions
 //	POST /v1/responses                 OpenAI Responses (function calls, reasoning summaries)
 //	POST /v1/messages                  Anthropic Messages (tools, thinking, streaming)
@@ -53,5 +53,9 @@
 //   - visible-transcript bindings are keyed without their final EOS, so
 //     the EOS that closed the turn enters the KV with the next suffix
 //     (spec §13.1 "EOS gap", fixed);
-//   - the last sampled token is evaluated after the response is sent.
+//   - the last sampled token is evaluated after the response is sent;
+//   - Chat Completions logprobs (logprobs, top_logprobs ≤ 20) cover every
+//     generated token, reasoning and tool-call tokens included, computed
+//     from the unscaled logits, and are not available when streaming
+//     (400); top_logprobs requires logprobs: true, as with OpenAI.
 package server

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"math"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/ds4-go/ds4/engine/dsml"
+	"github.com/ds4-go/ds4/engine/sample"
 )
 
 // emitter writes one protocol's response: the stream's opening events,
@@ -70,6 +72,34 @@ func (g *gen) usageResponses() ordered {
 		{"output_tokens_details", ordered{{"reasoning_tokens", 0}}},
 		{"total_tokens", p + c},
 	}
+}
+
+// logprobsOpenAI is the Chat Completions logprobs object, one content
+// entry per generated token, or nil when not requested.
+func (g *gen) logprobsOpenAI() any {
+	if !g.r.logprobs {
+		return nil
+	}
+	content := make([]ordered, len(g.lpTok))
+	for i, t := range g.lpTok {
+		top := make([]ordered, 0, g.lpOff[i+1]-g.lpOff[i])
+		for _, a := range g.lpTop[g.lpOff[i]:g.lpOff[i+1]] {
+			top = append(top, g.tokenLogprob(a))
+		}
+		content[i] = append(g.tokenLogprob(t), field{"top_logprobs", top})
+	}
+	return ordered{{"content", content}}
+}
+
+// tokenLogprob is the {token, logprob, bytes} object of t; a logprob of
+// -Inf is written as OpenAI's -9999.
+func (g *gen) tokenLogprob(t sample.TokenLogprob) ordered {
+	b := g.s.tok.TokenBytes(t.ID)
+	lp := float64(t.Logprob)
+	if math.IsInf(lp, -1) || math.IsNaN(lp) {
+		lp = -9999
+	}
+	return ordered{{"token", string(b)}, {"logprob", float32JSON(lp)}, {"bytes", byteList(b)}}
 }
 
 // newStreamID returns the id of call index i, generated when its stream
@@ -163,7 +193,7 @@ func (e *chatEmitter) end(g *gen, res *result) {
 			{"object", "chat.completion"},
 			{"created", g.created},
 			{"model", g.r.model},
-			{"choices", []ordered{{{"index", 0}, {"message", msg}, {"finish_reason", g.finish}}}},
+			{"choices", []ordered{{{"index", 0}, {"message", msg}, {"logprobs", g.logprobsOpenAI()}, {"finish_reason", g.finish}}}},
 			{"usage", g.usageOpenAI()},
 		}), '\n'))
 		return

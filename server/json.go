@@ -221,6 +221,12 @@ type ordered []field
 // rawJSON is JSON text written verbatim.
 type rawJSON string
 
+// byteList is written as an array of byte values (not base64).
+type byteList []byte
+
+// float32JSON is a number written with the shortest float32 precision.
+type float32JSON float64
+
 // marshal returns the JSON text of v (see appendJSON).
 func marshal(v any) []byte { return appendJSON(nil, v) }
 
@@ -242,6 +248,17 @@ func appendJSON(b []byte, v any) []byte {
 		return strconv.AppendInt(b, x, 10)
 	case float64:
 		return strconv.AppendFloat(b, x, 'g', -1, 64)
+	case float32JSON:
+		return strconv.AppendFloat(b, float64(x), 'g', -1, 32)
+	case byteList:
+		b = append(b, '[')
+		for i, c := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendUint(b, uint64(c), 10)
+		}
+		return append(b, ']')
 	case rawJSON:
 		if x == "" {
 			return append(b, "null"...)

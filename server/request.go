@@ -27,6 +27,8 @@ const (
 	maxIntField  = math.MaxInt32
 	maxStops     = 64
 	maxStopBytes = 1024
+	// maxTopLogprobs is OpenAI's limit on top_logprobs.
+	maxTopLogprobs = 20
 )
 
 // request is a decoded, validated and rendered API request, ready for the
@@ -49,6 +51,11 @@ type request struct {
 	sampling  sample.Params // client values (used when not thinking)
 	maxTokens int           // -1: the server default
 	stops     []string
+
+	// Chat Completions logprobs: whether they are returned and how many
+	// alternatives each generated token gets (0..maxTopLogprobs).
+	logprobs    bool
+	topLogprobs int
 
 	// Live protocol continuation (spec §15): the index of the live tail in
 	// msgs (-1 when none) and the call ids it answers.

@@ -206,6 +206,13 @@ type gen struct {
 	tracker   *dsml.Tracker // with tools: greedy structure, block end
 	streamIDs []string      // tool-call ids streamed live, by call index
 
+	// Logprobs, when requested: per generated token the sampled token,
+	// and its alternatives as lpTop[lpOff[i]:lpOff[i+1]].
+	lpTok     []sample.TokenLogprob
+	lpTop     []sample.TokenLogprob
+	lpOff     []int
+	lpScratch []sample.TokenLogprob
+
 	finish  string
 	errMsg  string
 	pending int // the last sampled token, evaluated after the response
@@ -399,6 +406,9 @@ func (g *gen) generate() {
 		if g.completion == 1 {
 			g.firstToken = time.Since(t0)
 		}
+		if r.logprobs {
+			g.recordLogprobs(sess.Logits(), tok)
+		}
 		text := s.tok.TokenBytes(tok)
 		prev := len(g.raw)
 		g.raw = append(g.raw, text...)
@@ -428,6 +438,18 @@ func (g *gen) generate() {
 	if g.stream != nil {
 		g.em.events(g, g.stream.Close())
 	}
+}
+
+// recordLogprobs records the logprob of tok and the top alternatives
+// under logits, the distribution tok was sampled from.
+func (g *gen) recordLogprobs(logits []float32, tok int) {
+	if g.lpOff == nil {
+		g.lpOff = append(g.lpOff, 0)
+	}
+	g.lpTok = append(g.lpTok, sample.TokenLogprob{ID: tok, Logprob: sample.Logprob(logits, tok)})
+	g.lpScratch = sample.TopLogprobs(logits, g.r.topLogprobs, g.lpScratch)
+	g.lpTop = append(g.lpTop, g.lpScratch...)
+	g.lpOff = append(g.lpOff, len(g.lpTop))
 }
 
 // checkStops looks for a stop sequence that ends in the bytes appended
