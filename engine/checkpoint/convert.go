@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -266,26 +264,6 @@ func chooseType(mode Mode, t layout.Tensor, src []*Weight) quant.Type {
 	return t.Type
 }
 
-// tokenizerKV returns the tokenizer metadata, as synthetic files carry it.
-func tokenizerKV(t *tokenizer.Tables) []gguf.KV {
-	types := make([]int32, len(t.Tokens))
-	for i := range types {
-		types[i] = 1 // normal
-	}
-	for _, s := range t.Special {
-		types[s.ID] = 3 // control
-	}
-	return []gguf.KV{
-		{Key: "tokenizer.ggml.model", Value: gguf.String("gpt2")},
-		{Key: "tokenizer.ggml.pre", Value: gguf.String("joyai-llm")},
-		{Key: "tokenizer.ggml.tokens", Value: gguf.Strings(t.Tokens)},
-		{Key: "tokenizer.ggml.token_type", Value: gguf.Int32s(types)},
-		{Key: "tokenizer.ggml.merges", Value: gguf.Strings(t.Merges)},
-		{Key: "tokenizer.ggml.bos_token_id", Value: gguf.Uint32(0)},
-		{Key: "tokenizer.ggml.eos_token_id", Value: gguf.Uint32(1)},
-	}
-}
-
 // Convert writes src as a DS4 GGUF with hyperparameters p to w: the
 // metadata of p, the tokenizer tables and provenance (ds4go.convert.*),
 // then every tensor of p's catalog in order, in the types opt.Mode
@@ -306,7 +284,7 @@ func Convert(w io.Writer, src *Checkpoint, p layout.Params, opt Options) (*Repor
 	if opt.Source == "" {
 		opt.Source = src.Path()
 	}
-	kv := append(p.KV(), tokenizerKV(opt.Tables)...)
+	kv := append(p.KV(), layout.TokenizerKV(opt.Tables)...)
 	kv = append(kv,
 		gguf.KV{Key: "ds4go.convert.source", Value: gguf.String(opt.Source)},
 		gguf.KV{Key: "ds4go.convert.mode", Value: gguf.String(string(opt.Mode))},
@@ -342,23 +320,14 @@ func Convert(w io.Writer, src *Checkpoint, p layout.Params, opt Options) (*Repor
 // ConvertFile converts to the file at path atomically: into a temporary
 // file in the same directory, synced, then renamed over path.
 func ConvertFile(path string, src *Checkpoint, p layout.Params, opt Options) (*Report, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	var r *Report
+	err := gguf.WriteFileAtomic(path, func(w io.Writer) error {
+		var err error
+		r, err = Convert(w, src, p, opt)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	r, err := Convert(tmp, src, p, opt)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
 	}
 	return r, nil
 }

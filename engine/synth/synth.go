@@ -4,15 +4,12 @@
 package synth
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 
@@ -36,27 +33,11 @@ type Options struct {
 // Metadata returns the key-values of a synthetic file: the model's
 // hyperparameters, the tokenizer tables and provenance.
 func Metadata(opt Options) []gguf.KV {
-	kv := opt.Params.KV()
-	t := opt.Tables
-	types := make([]int32, len(t.Tokens))
-	for i := range types {
-		types[i] = 1 // normal
-	}
-	for _, s := range t.Special {
-		types[s.ID] = 3 // control
-	}
-	kv = append(kv,
-		gguf.KV{Key: "tokenizer.ggml.model", Value: gguf.String("gpt2")},
-		gguf.KV{Key: "tokenizer.ggml.pre", Value: gguf.String("joyai-llm")},
-		gguf.KV{Key: "tokenizer.ggml.tokens", Value: gguf.Strings(t.Tokens)},
-		gguf.KV{Key: "tokenizer.ggml.token_type", Value: gguf.Int32s(types)},
-		gguf.KV{Key: "tokenizer.ggml.merges", Value: gguf.Strings(t.Merges)},
-		gguf.KV{Key: "tokenizer.ggml.bos_token_id", Value: gguf.Uint32(0)},
-		gguf.KV{Key: "tokenizer.ggml.eos_token_id", Value: gguf.Uint32(1)},
+	kv := append(opt.Params.KV(), layout.TokenizerKV(opt.Tables)...)
+	return append(kv,
 		gguf.KV{Key: "ds4go.synth.seed", Value: gguf.Uint64(opt.Seed)},
 		gguf.KV{Key: "ds4go.synth.recipe", Value: gguf.String(opt.Recipe.Name)},
 	)
-	return kv
 }
 
 // Write writes the synthetic model to w and returns the tensor infos it
@@ -105,27 +86,14 @@ func write(w io.Writer, opt Options) ([]gguf.TensorInfo, error) {
 // WriteFile writes the model to path atomically: into a temporary file in
 // the same directory, synced, then renamed over path.
 func WriteFile(path string, opt Options) ([]gguf.TensorInfo, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	var infos []gguf.TensorInfo
+	err := gguf.WriteFileAtomic(path, func(w io.Writer) error {
+		var err error
+		infos, err = write(w, opt)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("synth: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	bw := bufio.NewWriterSize(tmp, 4<<20)
-	infos, err := write(bw, opt)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("synth: %s: %w", path, err)
 	}
 	return infos, nil
 }
