@@ -153,6 +153,7 @@ func (s *Session) attention(il int, toks []int, pos0 int) {
 		}
 	}
 	be.MatMul(sc.y[:n*p.Embd], l.OutB, sc.low[:n*low], n)
+	s.steer(il, n, true)
 	s.hcPostAll(n)
 }
 
@@ -320,6 +321,7 @@ func (s *Session) ffn(il int, toks []int) {
 		y := sc.y[i*p.Embd : (i+1)*p.Embd]
 		be.Add(y, moe, y)
 	}
+	s.steer(il, n, false)
 	s.hcPostAll(n)
 }
 

@@ -24,6 +24,7 @@ const (
 type Options struct {
 	Context  int // context size in tokens; 0 means 4096
 	Numerics Numerics
+	Steering *Steering // directional steering; nil means none
 }
 
 // ErrContextFull is returned when a token would not fit in the context.
@@ -56,6 +57,10 @@ type Session struct {
 	logits []float32
 	s      *scratch
 	one    [1]int // Decode's token, so decoding allocates nothing
+
+	// observeSteer, when set (by tests), sees each sublayer output row
+	// before and after a steering edit.
+	observeSteer func(il int, attn, after bool, y []float32)
 }
 
 // NewSession allocates a session's state and scratch buffers for the
@@ -67,6 +72,11 @@ func NewSession(m *Model, be backends.Backend, opt Options) (*Session, error) {
 	}
 	if opt.Context > p.ContextLength && p.ContextLength > 0 {
 		return nil, fmt.Errorf("engine: context %d exceeds the model's %d", opt.Context, p.ContextLength)
+	}
+	if opt.Steering != nil {
+		if err := opt.Steering.Validate(p); err != nil {
+			return nil, err
+		}
 	}
 	s := &Session{m: m, be: be, opt: opt, rawCap: min(p.Window, opt.Context), tokens: make([]int, 0, opt.Context)}
 	s.layers = make([]layerState, p.Layers)
