@@ -29,7 +29,7 @@ type genFlags struct {
 	think, thinkMax, nothink          bool
 }
 
-func runGenerate(args []string, stdout, stderr io.Writer) error {
+func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h replHooks) error {
 	var g genFlags
 	fs := pflag.NewFlagSet("ds4", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -59,6 +59,9 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	if err := g.validate(fs); err != nil {
 		return usageError{err}
 	}
+	if !fs.Changed("prompt") && g.promptFile == "" {
+		return runREPL(&g, stdin, stdout, stderr, h)
+	}
 	text := g.prompt
 	if g.promptFile != "" {
 		b, err := os.ReadFile(g.promptFile)
@@ -68,7 +71,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 		text = string(b)
 	}
 	if text == "" {
-		return usageError{errors.New("give a prompt with -p or --prompt-file (the interactive chat is not available yet)")}
+		return usageError{errors.New("the prompt is empty")}
 	}
 
 	m, err := openModel(g.model, stderr)
@@ -79,16 +82,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	think := prompt.ThinkHigh
-	switch {
-	case g.nothink:
-		think = prompt.ThinkOff
-	case g.thinkMax:
-		think = prompt.ThinkForContext(prompt.ThinkMax, g.ctx)
-		if think != prompt.ThinkMax {
-			fmt.Fprintf(stderr, "ds4: --think-max needs --ctx ≥ %d; thinking at high effort\n", prompt.MaxThinkContext)
-		}
-	}
+	think := g.thinkMode(stderr)
 	ids := buildPrompt(tok, text, g.system, think)
 	for _, id := range ids {
 		if id >= m.Params.Vocab {
@@ -111,12 +105,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	}
 	prefill := time.Since(start)
 
-	params := sample.Defaults()
-	params.Temperature, params.TopP, params.MinP, params.Seed = g.temp, g.topP, g.minP, g.seed
-	if params.Seed == 0 {
-		params.Seed = uint64(time.Now().UnixNano())
-	}
-	sampler := sample.New(params)
+	sampler := g.sampler()
 	out := newPrinter(stdout, tok, think != prompt.ThinkOff)
 	limit := min(g.tokens, g.ctx-s.Pos()-1)
 	eos := tok.Special(tokenizer.EOS)
@@ -136,6 +125,33 @@ func runGenerate(args []string, stdout, stderr io.Writer) error {
 	out.finish()
 	fmt.Fprintf(stderr, "ds4: prefill: %.2f t/s, generation: %.2f t/s\n", float64(len(ids))/prefill.Seconds(), float64(n)/gen.Seconds())
 	return nil
+}
+
+// thinkMode returns the thinking mode the flags ask for, warning on stderr
+// when --think-max is given with too small a context.
+func (g *genFlags) thinkMode(stderr io.Writer) prompt.Think {
+	switch {
+	case g.nothink:
+		return prompt.ThinkOff
+	case g.thinkMax:
+		think := prompt.ThinkForContext(prompt.ThinkMax, g.ctx)
+		if think != prompt.ThinkMax {
+			fmt.Fprintf(stderr, "ds4: --think-max needs --ctx ≥ %d; thinking at high effort\n", prompt.MaxThinkContext)
+		}
+		return think
+	}
+	return prompt.ThinkHigh
+}
+
+// sampler returns a sampler configured by the flags, seeded from the clock
+// when no --seed is given.
+func (g *genFlags) sampler() *sample.Sampler {
+	params := sample.Defaults()
+	params.Temperature, params.TopP, params.MinP, params.Seed = g.temp, g.topP, g.minP, g.seed
+	if params.Seed == 0 {
+		params.Seed = uint64(time.Now().UnixNano())
+	}
+	return sample.New(params)
 }
 
 func (g *genFlags) validate(fs *pflag.FlagSet) error {

@@ -1,8 +1,17 @@
 // Command ds4 runs DeepSeek V4 models from the terminal.
 //
 //	ds4 -p "prompt" [-m FILE] [-n N] [--temp T] [--nothink] [--ctx N]
+//	ds4 [-m FILE] [-n N] [--temp T] [--nothink] [--ctx N]   (interactive chat)
 //	ds4 tokenize [--chat] [--think|--nothink] [TEXT | -f FILE]   (stdin without either)
 //	ds4 detokenize [IDS_JSON | -f FILE]
+//
+// With no -p or --prompt-file, ds4 runs an interactive chat: each line is
+// a user message and the answer streams back, -n capping each answer. The
+// conversation is kept as a token transcript and only the tokens the
+// session has not evaluated yet are prefilled each turn. Commands: /help,
+// /think, /think-max, /nothink, /ctx N, /read FILE, /quit and /exit; Ctrl+C
+// stops an answer (one stopped before its first token is forgotten) and
+// Ctrl+D leaves. On a terminal the line is editable with in-memory history.
 //
 // With no -m and no ./ds4flash.gguf it runs the built-in tiny synthetic
 // model (random weights), so every command works with no download.
@@ -28,6 +37,11 @@ func (e usageError) Unwrap() error { return e.error }
 
 // run executes a command line and returns the exit status.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return runWith(args, stdin, stdout, stderr, defaultHooks())
+}
+
+// runWith is run with the chat's interrupt source and test hooks.
+func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, h replHooks) int {
 	var err error
 	name := "ds4"
 	switch {
@@ -36,7 +50,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case len(args) > 0 && args[0] == "detokenize":
 		name, err = "ds4 detokenize", runDetokenize(args[1:], stdin, stdout, stderr)
 	default:
-		err = runGenerate(args, stdout, stderr)
+		err = runGenerate(args, stdin, stdout, stderr, h)
 	}
 	switch {
 	case err == nil, errors.Is(err, pflag.ErrHelp):

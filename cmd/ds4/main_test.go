@@ -85,7 +85,7 @@ func TestGenerateErrors(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"--nothink"}, 2, "give a prompt"},
+		{[]string{"-p", "", "--nothink"}, 2, "prompt is empty"},
 		{[]string{"-p", "x", "--prompt-file", "f"}, 2, "only one prompt source"},
 		{[]string{"-p", "x", "--temp", "-1"}, 2, "temperature"},
 		{[]string{"-p", "x", "--think", "--nothink"}, 2, "exclude each other"},
