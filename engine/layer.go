@@ -153,6 +153,7 @@ func (s *Session) attention(il int, toks []int, pos0 int) {
 		}
 	}
 	be.MatMul(sc.y[:n*p.Embd], l.OutB, sc.low[:n*low], n)
+	s.capture(il, n, true)
 	s.steer(il, n, true)
 	s.hcPostAll(n)
 }
@@ -321,6 +322,7 @@ func (s *Session) ffn(il int, toks []int) {
 		y := sc.y[i*p.Embd : (i+1)*p.Embd]
 		be.Add(y, moe, y)
 	}
+	s.capture(il, n, false)
 	s.steer(il, n, false)
 	s.hcPostAll(n)
 }

@@ -25,6 +25,7 @@ type Options struct {
 	Context  int // context size in tokens; 0 means 4096
 	Numerics Numerics
 	Steering *Steering // directional steering; nil means none
+	Capture  *Capture  // sublayer output capture; nil means none
 }
 
 // ErrContextFull is returned when a token would not fit in the context.
@@ -75,6 +76,11 @@ func NewSession(m *Model, be backends.Backend, opt Options) (*Session, error) {
 	}
 	if opt.Steering != nil {
 		if err := opt.Steering.Validate(p); err != nil {
+			return nil, err
+		}
+	}
+	if opt.Capture != nil {
+		if err := opt.Capture.prepare(p.Layers, p.Embd); err != nil {
 			return nil, err
 		}
 	}

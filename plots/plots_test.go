@@ -119,3 +119,24 @@ func tickValues(ts []plot.Tick) []float64 {
 	}
 	return v
 }
+
+func TestSteeringSweepGolden(t *testing.T) {
+	pts := []SteeringPoint{
+		{Scale: 1, Tokens: 140, KL: 0.12},
+		{Scale: -2, Tokens: 40, KL: 0.9},
+		{Scale: -1, Tokens: 67, KL: 0.3},
+		{Scale: -0.5, Tokens: 101, KL: 0.07},
+		{Scale: 0, Tokens: 136, KL: 0},
+		{Scale: 0.5, Tokens: 138, KL: 0.03},
+		{Scale: 2, Tokens: 171, KL: 0.55},
+	}
+	ch, err := SteeringSweep(pts, SteeringOptions{Title: "Directional steering sweep"})
+	require.NoError(t, err)
+	svg := golden(t, ch, "steering_sweep.svg")
+	require.Contains(t, string(svg), "FFN steering scale")
+
+	_, err = SteeringSweep(nil, SteeringOptions{})
+	require.Error(t, err)
+	_, err = SteeringSweep([]SteeringPoint{{KL: math.NaN()}}, SteeringOptions{})
+	require.Error(t, err)
+}

@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ds4-go/ds4/engine"
 )
 
 // Format is the format identifier written in the metadata file.
@@ -228,4 +230,43 @@ func ReadPrompts(path string) ([]string, error) {
 		return nil, fmt.Errorf("steering: %s has no prompts", path)
 	}
 	return out, nil
+}
+
+// MaxScale bounds the runtime steering scales (spec/harness.md §11.3).
+const MaxScale = 100
+
+// Scales applies the flag rules of spec/harness.md §11.3: the FFN scale
+// defaults to 1 when a file is given and neither scale was set, both
+// scales must lie in [−MaxScale, MaxScale], and a non-zero scale needs a
+// file. Steering is off when both returned scales are 0.
+func Scales(file string, ffn, attn float64, ffnSet, attnSet bool) (float32, float32, error) {
+	if file != "" && !ffnSet && !attnSet {
+		ffn = 1
+	}
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{{"--dir-steering-ffn", ffn}, {"--dir-steering-attn", attn}} {
+		if math.IsNaN(c.v) || c.v < -MaxScale || c.v > MaxScale {
+			return 0, 0, fmt.Errorf("steering: %s %v outside [-%d, %d]", c.name, c.v, MaxScale, MaxScale)
+		}
+	}
+	if file == "" && (ffn != 0 || attn != 0) {
+		return 0, 0, errors.New("steering: a non-zero steering scale needs --dir-steering-file")
+	}
+	return float32(ffn), float32(attn), nil
+}
+
+// Load reads the direction file for a model of the given shape and returns
+// the engine's steering with the resolved scales (see Scales), or nil when
+// both scales are zero, in which case the file is not read.
+func Load(file string, ffn, attn float32, layers, embd int) (*engine.Steering, error) {
+	if ffn == 0 && attn == 0 {
+		return nil, nil
+	}
+	d, err := Read(file, layers, embd)
+	if err != nil {
+		return nil, err
+	}
+	return &engine.Steering{Dir: d.V, FFN: ffn, Attn: attn}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -143,4 +144,34 @@ func TestReadPrompts(t *testing.T) {
 	require.ErrorContains(t, err, "no prompts")
 	_, err = ReadPrompts(filepath.Join(dir, "missing"))
 	require.Error(t, err)
+}
+
+func TestScales(t *testing.T) {
+	for _, c := range []struct {
+		file             string
+		ffn, attn        float64
+		ffnSet, attnSet  bool
+		wantFFN, wantAtt float32
+		err              string
+	}{
+		{"d.f32", 0, 0, false, false, 1, 0, ""},
+		{"d.f32", 0, 0.5, false, true, 0, 0.5, ""},
+		{"d.f32", -2, 0, true, false, -2, 0, ""},
+		{"", 0, 0, false, false, 0, 0, ""},
+		{"", 1, 0, true, false, 0, 0, "needs --dir-steering-file"},
+		{"d.f32", 101, 0, true, false, 0, 0, "outside"},
+		{"d.f32", 0, -100.5, false, true, 0, 0, "outside"},
+		{"d.f32", math.NaN(), 0, true, false, 0, 0, "outside"},
+	} {
+		f, a, err := Scales(c.file, c.ffn, c.attn, c.ffnSet, c.attnSet)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%+v: error %v, want %q", c, err, c.err)
+			}
+			continue
+		}
+		if err != nil || f != c.wantFFN || a != c.wantAtt {
+			t.Errorf("%+v: got %v %v %v", c, f, a, err)
+		}
+	}
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/ds4-go/ds4/harness"
 	"github.com/ds4-go/ds4/plots"
 	"github.com/ds4-go/ds4/progress"
+	"github.com/ds4-go/ds4/steering"
 )
 
 // defaultModel is the GGUF used when -m is not given.
@@ -89,6 +90,8 @@ type benchFlags struct {
 	threads, repeat                                       int
 	metal, cuda, useCPU, quality, warm, noProgress        bool
 	cfg                                                   harness.BenchConfig
+	steerFile                                             string
+	steerFFN, steerAttn                                   float64
 }
 
 func parseBench(args []string, stdout, stderr io.Writer) (*benchFlags, *pflag.FlagSet, error) {
@@ -120,6 +123,9 @@ func parseBench(args []string, stdout, stderr io.Writer) (*benchFlags, *pflag.Fl
 	fs.StringVar(&f.svgPath, "svg", "", "draw the speed chart of the run to FILE (.svg, or .png)")
 	fs.StringVar(&f.title, "title", "", "chart title (default from the CSV name or the model)")
 	fs.StringVar(&f.hash, "hash", string(harness.HashFull), "model fingerprint in the run metadata: sha256, quick or none")
+	fs.StringVar(&f.steerFile, "dir-steering-file", "", "directional steering vector FILE (.f32)")
+	fs.Float64Var(&f.steerFFN, "dir-steering-ffn", 0, "steering scale at the FFN output in [-100, 100] (1 when only a file is given)")
+	fs.Float64Var(&f.steerAttn, "dir-steering-attn", 0, "steering scale at the attention output in [-100, 100]")
 	fs.BoolVar(&f.noProgress, "no-progress", false, "no progress bar or progress lines on stderr")
 	fs.MarkHidden("tokens")
 	fs.Usage = func() {
@@ -168,6 +174,11 @@ func parseBench(args []string, stdout, stderr io.Writer) (*benchFlags, *pflag.Fl
 	case f.backend != "" && f.backend != "cpu":
 		return nil, fs, usageError{fmt.Errorf("invalid value for --backend: %s (valid backends: cpu)", f.backend)}
 	}
+	ffn, attn, err := steering.Scales(f.steerFile, f.steerFFN, f.steerAttn, fs.Changed("dir-steering-ffn"), fs.Changed("dir-steering-attn"))
+	if err != nil {
+		return nil, fs, usageError{err}
+	}
+	f.steerFFN, f.steerAttn = float64(ffn), float64(attn)
 	f.cfg.Repeat = f.repeat
 	if err := f.cfg.Normalize(); err != nil {
 		return nil, fs, usageError{err}
@@ -238,7 +249,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	s, err := engine.NewSession(m, be, engine.Options{Context: f.cfg.CtxAlloc})
+	steer, err := steering.Load(f.steerFile, float32(f.steerFFN), float32(f.steerAttn), m.Params.Layers, m.Params.Embd)
+	if err != nil {
+		return err
+	}
+	s, err := engine.NewSession(m, be, engine.Options{Context: f.cfg.CtxAlloc, Steering: steer})
 	if err != nil {
 		return err
 	}

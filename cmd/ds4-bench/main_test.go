@@ -79,6 +79,9 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"--prompt-file", "a", "--backend", "vulkan"}, 2, "valid backends: cpu"},
 		{[]string{"--prompt-file", "a", "--bogus"}, 2, "unknown flag"},
 		{[]string{"--prompt-file", excerpt, "-sys", "x", "--ctx-start", "8", "--ctx-max", "1000000"}, 1, "need at least --ctx-max=1000000"},
+		{[]string{"--prompt-file", "a", "--dir-steering-ffn", "1"}, 2, "needs --dir-steering-file"},
+		{[]string{"--prompt-file", "a", "--dir-steering-file", "d.f32", "--dir-steering-attn", "-101"}, 2, "outside [-100, 100]"},
+		{[]string{"--prompt-file", excerpt, "--ctx-start", "8", "--ctx-max", "16", "--dir-steering-file", "testdata/none.f32"}, 1, "no such file"},
 		{[]string{"plot"}, 2, "give one or more"},
 		{[]string{"plot", "testdata/none.csv"}, 1, "no such file"},
 	} {

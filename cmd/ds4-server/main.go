@@ -35,6 +35,7 @@ import (
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/quant"
 	"github.com/ds4-go/ds4/server"
+	"github.com/ds4-go/ds4/steering"
 )
 
 // defaultModel is the GGUF ds4-server looks for when -m is not given.
@@ -61,6 +62,8 @@ type options struct {
 	kvRejectQuant, kvUpstream                bool
 	cors, noReplay, anyModel, cpu            bool
 	keepAlive                                time.Duration
+	steerFile                                string
+	steerFFN, steerAttn                      float32 // resolved scales; both 0 means no steering
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -94,6 +97,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxBodyMB, "max-body-mb", server.DefaultMaxBodyBytes>>20, "largest request body in MiB")
 	fs.BoolVar(&o.anyModel, "accept-any-model", false, "serve requests for any model id instead of answering 404 for unknown ones")
 	fs.DurationVar(&o.keepAlive, "keep-alive", server.DefaultKeepAlive, "interval of SSE keep-alive comments while a stream waits")
+	var steerFFN, steerAttn float64
+	fs.StringVar(&o.steerFile, "dir-steering-file", "", "directional steering vector FILE (.f32)")
+	fs.Float64Var(&steerFFN, "dir-steering-ffn", 0, "steering scale at the FFN output in [-100, 100] (1 when only a file is given)")
+	fs.Float64Var(&steerAttn, "dir-steering-attn", 0, "steering scale at the attention output in [-100, 100]")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ds4-server [flags]\n\n%s", fs.FlagUsages())
 	}
@@ -102,6 +109,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	var err error
+	o.steerFFN, o.steerAttn, err = steering.Scales(o.steerFile, steerFFN, steerAttn, fs.Changed("dir-steering-ffn"), fs.Changed("dir-steering-attn"))
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case o.ctx <= 1:
@@ -188,7 +200,11 @@ func serve(o *options, stderr io.Writer, hooks *testHooks) error {
 	}
 	be := cpu.New(o.threads)
 	defer be.Close()
-	sess, err := engine.NewSession(m, be, engine.Options{Context: o.ctx})
+	steer, err := loadSteering(o, m)
+	if err != nil {
+		return err
+	}
+	sess, err := engine.NewSession(m, be, engine.Options{Context: o.ctx, Steering: steer})
 	if err != nil {
 		return err
 	}
@@ -311,6 +327,14 @@ func openKVCache(o *options, m *engine.Model, tok *tokenizer.Tokenizer, sess *en
 }
 
 // openModel opens path, or ./ds4flash.gguf, or the built-in tiny model.
+// loadSteering reads the steering direction when a scale is non-zero.
+func loadSteering(o *options, m *engine.Model) (*engine.Steering, error) {
+	if o.steerFFN == 0 && o.steerAttn == 0 {
+		return nil, nil // steering off: the file is not read
+	}
+	return steering.Load(o.steerFile, o.steerFFN, o.steerAttn, m.Params.Layers, m.Params.Embd)
+}
+
 func openModel(path string) (m *engine.Model, name string, tiny bool, err error) {
 	if path == "" {
 		if _, err := os.Stat(defaultModel); err == nil {

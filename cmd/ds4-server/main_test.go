@@ -41,6 +41,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--ctx", "1"}, 2, "--ctx"},
 		{[]string{"--port", "70000"}, 2, "--port"},
 		{[]string{"--host", "0.0.0.0", "--port", "0"}, 2, "needs an API key"},
+		{[]string{"--dir-steering-ffn", "1"}, 2, "needs --dir-steering-file"},
+		{[]string{"--dir-steering-attn", "-0.5"}, 2, "needs --dir-steering-file"},
+		{[]string{"--dir-steering-file", "d.f32", "--dir-steering-ffn", "100.5"}, 2, "outside [-100, 100]"},
+		{[]string{"--dir-steering-file", "d.f32", "--dir-steering-attn", "-101"}, 2, "outside [-100, 100]"},
+		{[]string{"--dir-steering-ffn", "x"}, 2, "--dir-steering-ffn"},
 	} {
 		var stderr syncBuffer
 		if code := run(c.args, &stderr, nil); code != c.code || !strings.Contains(stderr.String(), c.want) {
@@ -94,5 +99,41 @@ func TestServeTinyModel(t *testing.T) {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
 		}
+	}
+}
+
+func TestSteeringFlags(t *testing.T) {
+	for _, c := range []struct {
+		args      []string
+		ffn, attn float32
+	}{
+		{nil, 0, 0},
+		{[]string{"--dir-steering-file", "d.f32"}, 1, 0},
+		{[]string{"--dir-steering-file", "d.f32", "--dir-steering-attn", "0.5"}, 0, 0.5},
+		{[]string{"--dir-steering-file", "d.f32", "--dir-steering-ffn", "-2", "--dir-steering-attn", "1"}, -2, 1},
+		{[]string{"--dir-steering-file", "d.f32", "--dir-steering-ffn", "0"}, 0, 0},
+	} {
+		o, err := parseFlags(c.args, io.Discard)
+		if err != nil {
+			t.Errorf("%v: %v", c.args, err)
+			continue
+		}
+		if o.steerFFN != c.ffn || o.steerAttn != c.attn {
+			t.Errorf("%v: ffn %v attn %v, want %v %v", c.args, o.steerFFN, o.steerAttn, c.ffn, c.attn)
+		}
+		// Both scales 0: the file is not even loaded.
+		if c.ffn == 0 && c.attn == 0 {
+			if st, err := loadSteering(o, nil); st != nil || err != nil {
+				t.Errorf("%v: loaded steering %v %v", c.args, st, err)
+			}
+		}
+	}
+}
+
+func TestSteeringFileMissing(t *testing.T) {
+	t.Chdir(t.TempDir())
+	var stderr syncBuffer
+	if code := run([]string{"--port", "0", "--ctx", "64", "--dir-steering-file", "missing.f32"}, &stderr, nil); code != 1 || !strings.Contains(stderr.String(), "missing.f32") {
+		t.Errorf("exit %d, stderr %q", code, stderr.String())
 	}
 }

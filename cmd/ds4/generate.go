@@ -16,6 +16,7 @@ import (
 	"github.com/ds4-go/ds4/engine/prompt"
 	"github.com/ds4-go/ds4/engine/sample"
 	"github.com/ds4-go/ds4/engine/tokenizer"
+	"github.com/ds4-go/ds4/steering"
 )
 
 // defaultModel is the GGUF ds4 looks for when -m is not given.
@@ -27,6 +28,9 @@ type genFlags struct {
 	temp, topP, minP                  float32
 	seed                              uint64
 	think, thinkMax, nothink          bool
+	steerFile                         string
+	steerFFN, steerAttn               float64
+	steer                             *engine.Steering // loaded with the model
 }
 
 func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h replHooks) error {
@@ -47,6 +51,9 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	fs.BoolVar(&g.think, "think", false, "think before answering (the default)")
 	fs.BoolVar(&g.thinkMax, "think-max", false, "think at maximum effort (needs --ctx ≥ 393216)")
 	fs.BoolVar(&g.nothink, "nothink", false, "answer without thinking")
+	fs.StringVar(&g.steerFile, "dir-steering-file", "", "directional steering vector FILE (.f32)")
+	fs.Float64Var(&g.steerFFN, "dir-steering-ffn", 0, "steering scale at the FFN output in [-100, 100] (1 when only a file is given)")
+	fs.Float64Var(&g.steerAttn, "dir-steering-attn", 0, "steering scale at the attention output in [-100, 100]")
 	// Upstream spells the system flag -sys; pflag shorthands are one letter.
 	for i, a := range args {
 		if a == "-sys" {
@@ -78,6 +85,9 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	if err != nil {
 		return err
 	}
+	if err := g.loadSteering(m); err != nil {
+		return err
+	}
 	tok, err := tokenizer.Default()
 	if err != nil {
 		return err
@@ -91,7 +101,7 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	}
 	be := cpu.New(g.threads)
 	defer be.Close()
-	s, err := engine.NewSession(m, be, engine.Options{Context: g.ctx})
+	s, err := engine.NewSession(m, be, g.options(g.ctx))
 	if err != nil {
 		return err
 	}
@@ -175,7 +185,24 @@ func (g *genFlags) validate(fs *pflag.FlagSet) error {
 	}
 	p := sample.Defaults()
 	p.Temperature, p.TopP, p.MinP = g.temp, g.topP, g.minP
-	return p.Validate()
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	ffn, attn, err := steering.Scales(g.steerFile, g.steerFFN, g.steerAttn, fs.Changed("dir-steering-ffn"), fs.Changed("dir-steering-attn"))
+	g.steerFFN, g.steerAttn = float64(ffn), float64(attn)
+	return err
+}
+
+// options returns the session options for a context of ctx tokens.
+func (g *genFlags) options(ctx int) engine.Options {
+	return engine.Options{Context: ctx, Steering: g.steer}
+}
+
+// loadSteering reads the steering direction for m, if one is requested.
+func (g *genFlags) loadSteering(m *engine.Model) error {
+	st, err := steering.Load(g.steerFile, float32(g.steerFFN), float32(g.steerAttn), m.Params.Layers, m.Params.Embd)
+	g.steer = st
+	return err
 }
 
 // openModel opens path, or ./ds4flash.gguf, or the built-in tiny model.

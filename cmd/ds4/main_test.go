@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/steering"
 )
 
 func runCmd(stdin string, args ...string) (int, string, string) {
@@ -102,4 +105,37 @@ func TestGenerateErrors(t *testing.T) {
 	code, _, errOut := runCmd("", "-p", strings.Repeat("word ", 40), "--ctx", "16")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "does not fit")
+}
+
+func TestSteeringFlags(t *testing.T) {
+	t.Chdir(t.TempDir())
+	code, _, errOut := runCmd("", "-p", "x", "--dir-steering-ffn", "1")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "needs --dir-steering-file")
+	code, _, errOut = runCmd("", "-p", "x", "--dir-steering-file", "d.f32", "--dir-steering-attn", "101")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "outside [-100, 100]")
+
+	// A unit direction for the tiny model's 6 layers × 256: steering at
+	// the FFN output changes the greedy continuation.
+	p := layout.Tiny()
+	v := make([]float32, p.Layers*p.Embd)
+	for l := range p.Layers {
+		v[l*p.Embd+l] = 1
+	}
+	require.NoError(t, steering.Write("dir.json", &steering.Direction{Layers: p.Layers, Embd: p.Embd, V: v}, steering.Meta{Component: "ffn_out"}))
+	args := []string{"-p", "Hello", "-n", "6", "--temp", "0", "--nothink", "--ctx", "128"}
+	code, plain, errOut := runCmd("", args...)
+	require.Equal(t, 0, code, errOut)
+	code, steered, errOut := runCmd("", append(args, "--dir-steering-file", "dir.f32", "--dir-steering-ffn", "-40")...)
+	require.Equal(t, 0, code, errOut)
+	require.NotEqual(t, plain, steered)
+	code, same, errOut := runCmd("", append(args, "--dir-steering-file", "dir.f32", "--dir-steering-ffn", "0")...)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, plain, same, "zero scales leave the output unchanged")
+
+	require.NoError(t, os.WriteFile("short.f32", make([]byte, 12), 0o644))
+	code, _, errOut = runCmd("", append(args, "--dir-steering-file", "short.f32")...)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "want")
 }

@@ -81,6 +81,9 @@ func runREPL(g *genFlags, stdin io.Reader, stdout, stderr io.Writer, h replHooks
 	if err != nil {
 		return err
 	}
+	if err := g.loadSteering(m); err != nil {
+		return err
+	}
 	tok, err := tokenizer.Default()
 	if err != nil {
 		return err
@@ -88,7 +91,7 @@ func runREPL(g *genFlags, stdin io.Reader, stdout, stderr io.Writer, h replHooks
 	r := &repl{g: g, m: m, tok: tok, sampler: g.sampler(), stdout: stdout, stderr: stderr, beforeToken: h.beforeToken}
 	r.be = cpu.New(g.threads)
 	defer r.be.Close()
-	if r.s, err = engine.NewSession(m, r.be, engine.Options{Context: g.ctx}); err != nil {
+	if r.s, err = engine.NewSession(m, r.be, g.options(g.ctx)); err != nil {
 		return fmt.Errorf("creating the session: %w", err)
 	}
 	r.mode = prompt.ThinkHigh
@@ -169,7 +172,7 @@ func (r *repl) command(line string) bool {
 			fmt.Fprintln(r.stderr, "ds4: /ctx needs a positive integer")
 			return false
 		}
-		s, err := engine.NewSession(r.m, r.be, engine.Options{Context: n})
+		s, err := engine.NewSession(r.m, r.be, r.g.options(n))
 		if err != nil {
 			fmt.Fprintf(r.stderr, "ds4: /ctx: %v\n", err)
 			return false

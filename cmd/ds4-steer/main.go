@@ -1,0 +1,157 @@
+// Command ds4-steer builds directional steering vectors and sweeps their
+// effect (spec/harness.md §11).
+//
+// Usage:
+//
+//	ds4-steer build --good FILE --bad FILE [--out PATH] [--component ffn_out|attn_out]
+//	          [--think] [--pair-normalize] [--no-orthogonalize] [--system TEXT] [--ctx N] [-m FILE]
+//	ds4-steer sweep --direction FILE --prompts FILE [--scales -2,-1,-0.5,0,0.5,1,2]
+//	          [--tokens N] [--ctx N] [--attn-scale F] [--nothink] [-m FILE]
+//	          [--parquet DIR] [--svg FILE]
+//
+// build renders each prompt as BOS + system + <｜User｜> + prompt +
+// <｜Assistant｜> + </think> (or <think> with --think), prefills it,
+// captures every layer's last-token sublayer output and writes the
+// normalized contrast direction as <stem>.f32 plus <stem>.json.
+//
+// sweep generates greedily for every prompt and FFN scale and reports the
+// output length in tokens and the KL divergence of the first next-token
+// distribution from the unsteered run; --parquet writes the rows under
+// DIR/steering/model=<name>/date=<day>/<run>.parquet and --svg draws the
+// mean effect against the scale. With no -m and no ./ds4flash.gguf both use
+// the built-in tiny synthetic model.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/pflag"
+
+	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/tokenizer"
+)
+
+// defaultModel is the GGUF ds4-steer looks for when -m is not given.
+const defaultModel = "ds4flash.gguf"
+
+// defaultSystem is the system prompt of upstream's build_direction.py.
+const defaultSystem = "You are a helpful assistant."
+
+const usage = `usage: ds4-steer build --good FILE --bad FILE [--out PATH] [flags]
+       ds4-steer sweep --direction FILE --prompts FILE [--scales LIST] [flags]
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "build":
+		err = runBuild(args[1:], stdout, stderr)
+	case "sweep":
+		err = runSweep(args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "ds4-steer: unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, pflag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "ds4-steer %s: %v\n", args[0], err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "ds4-steer %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+// usageError marks mistakes in the command line (exit status 2).
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// parse parses a subcommand's flags, turning parse errors into usage
+// errors.
+func parse(fs *pflag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	return nil
+}
+
+// openModel opens path, ./ds4flash.gguf, or the built-in tiny model, and
+// returns the model with the absolute path it came from ("" for the tiny
+// model).
+func openModel(path string, stderr io.Writer) (*engine.Model, string, error) {
+	if path == "" {
+		if _, err := os.Stat(defaultModel); err == nil {
+			path = defaultModel
+		}
+	}
+	if path == "" {
+		fmt.Fprintf(stderr, "ds4-steer: no -m and no ./%s: using the built-in tiny synthetic model\n", defaultModel)
+		m, err := engine.OpenTiny()
+		return m, "", err
+	}
+	m, err := engine.Open(path)
+	if err != nil {
+		return nil, "", err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("model path: %w", err)
+	}
+	return m, abs, nil
+}
+
+// render returns the prompt tokens of spec/harness.md §11.2: BOS, the
+// system text (if any), <｜User｜>, the prompt, <｜Assistant｜>, and
+// <think> when think is set, else </think>.
+func render(tok *tokenizer.Tokenizer, system, prompt string, think bool) []int {
+	ids := []int{tok.Special(tokenizer.BOS)}
+	if system != "" {
+		ids = tok.AppendEncode(ids, system, false)
+	}
+	ids = append(ids, tok.Special(tokenizer.User))
+	ids = tok.AppendEncode(ids, prompt, false)
+	ids = append(ids, tok.Special(tokenizer.Assistant))
+	if think {
+		return append(ids, tok.Special(tokenizer.ThinkOpen))
+	}
+	return append(ids, tok.Special(tokenizer.ThinkEnd))
+}
+
+// checkVocab reports whether every token of ids is in the model's
+// vocabulary.
+func checkVocab(m *engine.Model, ids []int) error {
+	for _, id := range ids {
+		if id < 0 || id >= m.Params.Vocab {
+			return fmt.Errorf("prompt token %d is outside the model's vocabulary (%d)", id, m.Params.Vocab)
+		}
+	}
+	return nil
+}

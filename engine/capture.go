@@ -1,0 +1,35 @@
+package engine
+
+import "fmt"
+
+// Capture records, for every layer, the last row of each forward pass at
+// one sublayer output, before any steering edit (spec/harness.md §11.2).
+type Capture struct {
+	Attn bool      // capture attn_out (after the output projection) instead of ffn_out
+	Rows []float32 // layers × embd, layer-major; NewSession allocates it when its size is wrong
+}
+
+// Layer returns the captured row of layer l for embedding width embd.
+func (c *Capture) Layer(l, embd int) []float32 { return c.Rows[l*embd : (l+1)*embd] }
+
+// prepare sizes the capture rows for layers × embd values.
+func (c *Capture) prepare(layers, embd int) error {
+	if layers <= 0 || embd <= 0 {
+		return fmt.Errorf("engine: capture shape %d×%d", layers, embd)
+	}
+	if len(c.Rows) != layers*embd {
+		c.Rows = make([]float32, layers*embd)
+	}
+	return nil
+}
+
+// capture copies row n−1 of the scratch sublayer outputs into layer il's
+// capture row when capture is on for that sublayer.
+func (s *Session) capture(il, n int, attn bool) {
+	c := s.opt.Capture
+	if c == nil || c.Attn != attn || n == 0 {
+		return
+	}
+	e := s.m.Params.Embd
+	copy(c.Rows[il*e:(il+1)*e], s.s.y[(n-1)*e:n*e])
+}
