@@ -28,6 +28,8 @@ type genFlags struct {
 	temp, topP, minP                  float32
 	seed                              uint64
 	think, thinkMax, nothink          bool
+	dumpLogprobs                      string
+	logprobsTopK                      int
 	steerFile                         string
 	steerFFN, steerAttn               float64
 	steer                             *engine.Steering // loaded with the model
@@ -51,6 +53,8 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	fs.BoolVar(&g.think, "think", false, "think before answering (the default)")
 	fs.BoolVar(&g.thinkMax, "think-max", false, "think at maximum effort (needs --ctx ≥ 393216)")
 	fs.BoolVar(&g.nothink, "nothink", false, "answer without thinking")
+	fs.StringVar(&g.dumpLogprobs, "dump-logprobs", "", "write a greedy continuation with top-k logprobs to FILE as JSON, and exit")
+	fs.IntVar(&g.logprobsTopK, "logprobs-top-k", 20, "alternatives per step in --dump-logprobs (at most 128)")
 	fs.StringVar(&g.steerFile, "dir-steering-file", "", "directional steering vector FILE (.f32)")
 	fs.Float64Var(&g.steerFFN, "dir-steering-ffn", 0, "steering scale at the FFN output in [-100, 100] (1 when only a file is given)")
 	fs.Float64Var(&g.steerAttn, "dir-steering-attn", 0, "steering scale at the attention output in [-100, 100]")
@@ -65,6 +69,9 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	}
 	if err := g.validate(fs); err != nil {
 		return usageError{err}
+	}
+	if g.dumpLogprobs != "" && !fs.Changed("prompt") && g.promptFile == "" {
+		return usageError{errors.New("--dump-logprobs needs a prompt (-p or --prompt-file)")}
 	}
 	if !fs.Changed("prompt") && g.promptFile == "" {
 		return runREPL(&g, stdin, stdout, stderr, h)
@@ -114,6 +121,13 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 		return err
 	}
 	prefill := time.Since(start)
+	if g.dumpLogprobs != "" {
+		if err := dumpLogprobs(g.dumpLogprobs, s, tok, len(ids), g.tokens, g.logprobsTopK); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "ds4: wrote %s\n", g.dumpLogprobs)
+		return nil
+	}
 
 	sampler := g.sampler()
 	out := newPrinter(stdout, tok, think != prompt.ThinkOff)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -138,4 +139,66 @@ func TestSteeringFlags(t *testing.T) {
 	code, _, errOut = runCmd("", append(args, "--dir-steering-file", "short.f32")...)
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "want")
+}
+
+// TestDumpLogprobs checks the --dump-logprobs file: upstream's layout,
+// greedy steps whose selected token is the top alternative, sorted
+// log-probabilities, and the top-k cap.
+func TestDumpLogprobs(t *testing.T) {
+	t.Chdir(t.TempDir())
+	code, _, errOut := runCmd("", "-p", "Hello", "-n", "3", "--nothink", "--ctx", "64", "--dump-logprobs", "d.json", "--logprobs-top-k", "5")
+	require.Equal(t, 0, code, errOut)
+	raw, err := os.ReadFile("d.json")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(raw), "{\n  \"source\":\"ds4\",\n  \"prompt_tokens\":"), string(raw[:40]))
+	require.True(t, strings.HasSuffix(string(raw), "\n  ]\n}\n"))
+	type tok struct {
+		ID    int    `json:"id"`
+		Text  string `json:"text"`
+		Bytes []int  `json:"bytes"`
+	}
+	var d struct {
+		Source       string `json:"source"`
+		PromptTokens int    `json:"prompt_tokens"`
+		Ctx          int    `json:"ctx"`
+		TopK         int    `json:"top_k"`
+		Steps        []struct {
+			Step     int `json:"step"`
+			Selected tok `json:"selected"`
+			Top      []struct {
+				Token   tok     `json:"token"`
+				Logit   float64 `json:"logit"`
+				Logprob float64 `json:"logprob"`
+			} `json:"top_logprobs"`
+		} `json:"steps"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &d))
+	require.Equal(t, 64, d.Ctx)
+	require.Equal(t, 5, d.TopK)
+	require.Len(t, d.Steps, 3)
+	for i, st := range d.Steps {
+		require.Equal(t, i, st.Step)
+		require.Len(t, st.Top, 5)
+		require.Equal(t, st.Top[0].Token.ID, st.Selected.ID)
+		var mass float64
+		for j, alt := range st.Top {
+			require.LessOrEqual(t, alt.Logprob, 0.0)
+			mass += math.Exp(alt.Logprob)
+			if j > 0 {
+				require.LessOrEqual(t, alt.Logprob, st.Top[j-1].Logprob)
+				// logprob − logit is the same log-sum-exp for every token.
+				require.InDelta(t, st.Top[0].Logit-st.Top[0].Logprob, alt.Logit-alt.Logprob, 1e-5)
+			}
+		}
+		require.LessOrEqual(t, mass, 1.0+1e-6)
+	}
+
+	code, _, _ = runCmd("", "-p", "Hello", "-n", "1", "--ctx", "64", "--dump-logprobs", "e.json", "--logprobs-top-k", "500")
+	require.Equal(t, 0, code)
+	raw, _ = os.ReadFile("e.json")
+	require.Contains(t, string(raw), "\"top_k\":128,")
+
+	code, _, errOut = runCmd("", "--dump-logprobs", "x.json")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "needs a prompt")
 }
