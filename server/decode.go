@@ -118,25 +118,7 @@ func (s *Server) decodeChat(f fields, r *request) error {
 		return nil
 	}
 
-	raw, ok := f["messages"]
-	if !ok {
-		return badRequest("missing messages")
-	}
-	elems, err := decodeArray(raw)
-	if err != nil {
-		return fieldError("messages", "must be an array")
-	}
-	for _, e := range elems {
-		m, err := decodeObject(e)
-		if err != nil {
-			return fieldError("messages", "must hold objects")
-		}
-		msg := prompt.Message{Role: prompt.RoleUser}
-		if role, ok, err := m.str("role"); err != nil {
-			return fieldError("messages.role", "must be a string")
-		} else if ok {
-			msg.Role = role
-		}
+	err = forEachMessage(f, func(m fields, msg prompt.Message) error {
 		msg.Content = lenientText(m["content"])
 		msg.Reasoning = lenientText(m["reasoning_content"])
 		if id, ok, err := m.str("tool_call_id"); err != nil {
@@ -159,6 +141,10 @@ func (s *Server) decodeChat(f fields, r *request) error {
 		}
 		r.msgs = append(r.msgs, msg)
 		r.resultIDs = append(r.resultIDs, ids)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	tools, _, err := f.array("tools")
 	if err != nil {
@@ -222,31 +208,17 @@ func (s *Server) decodeMessages(f fields, r *request) error {
 		}
 	}
 
-	raw, ok := f["messages"]
-	if !ok {
-		return badRequest("missing messages")
-	}
-	elems, err := decodeArray(raw)
-	if err != nil {
-		return fieldError("messages", "must be an array")
-	}
-	for _, e := range elems {
-		m, err := decodeObject(e)
-		if err != nil {
-			return fieldError("messages", "must hold objects")
-		}
-		msg := prompt.Message{Role: prompt.RoleUser}
-		if role, ok, err := m.str("role"); err != nil {
-			return fieldError("messages.role", "must be a string")
-		} else if ok {
-			msg.Role = role
-		}
+	err = forEachMessage(f, func(m fields, msg prompt.Message) error {
 		ids, err := decodeAnthropicContent(m["content"], &msg)
 		if err != nil {
 			return err
 		}
 		r.msgs = append(r.msgs, msg)
 		r.resultIDs = append(r.resultIDs, ids)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if system != "" {
 		r.msgs = append(r.msgs, prompt.Message{Role: prompt.RoleSystem, Content: system})
@@ -653,4 +625,34 @@ func (r *request) decodeResponsesInput(raw json.RawMessage) ([]prompt.Tool, erro
 		push(prompt.Message{Role: prompt.RoleAssistant, Reasoning: pending}, nil)
 	}
 	return loaded, nil
+}
+
+// forEachMessage decodes the request's "messages" array and calls fn with
+// each message object and a Message holding the role it declares (user
+// when it names none), stopping at the first error.
+func forEachMessage(f fields, fn func(m fields, msg prompt.Message) error) error {
+	raw, ok := f["messages"]
+	if !ok {
+		return badRequest("missing messages")
+	}
+	elems, err := decodeArray(raw)
+	if err != nil {
+		return fieldError("messages", "must be an array")
+	}
+	for _, e := range elems {
+		m, err := decodeObject(e)
+		if err != nil {
+			return fieldError("messages", "must hold objects")
+		}
+		msg := prompt.Message{Role: prompt.RoleUser}
+		if role, ok, err := m.str("role"); err != nil {
+			return fieldError("messages.role", "must be a string")
+		} else if ok {
+			msg.Role = role
+		}
+		if err := fn(m, msg); err != nil {
+			return err
+		}
+	}
+	return nil
 }
