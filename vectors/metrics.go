@@ -9,6 +9,8 @@ import (
 	"math"
 	"os"
 	"slices"
+
+	"github.com/ds4-go/ds4/engine/sample"
 )
 
 // Metrics summarize how far a run's logits are from a reference, over all
@@ -76,17 +78,6 @@ func klInto(lp, lq []float64, ref, got []float32) float64 {
 	return max(kl, 0)
 }
 
-// argmax returns the first index of the largest value.
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
-}
-
 // Compare computes Metrics for two row-major logit matrices of rows of
 // vocab entries, with each position's target the reference's argmax.
 func Compare(ref, got []float32, vocab int) (Metrics, error) {
@@ -111,7 +102,7 @@ func CompareTargets(ref, got []float32, vocab int, targets []int) (Metrics, []Po
 		for j := range r {
 			maxAbs = max(maxAbs, math.Abs(float64(r[j])-float64(g[j])))
 		}
-		st := PositionStat{Position: i, KL: klInto(lp, lq, r, g), RefTop: argmax(r), RunTop: argmax(g)}
+		st := PositionStat{Position: i, KL: klInto(lp, lq, r, g), RefTop: sample.Argmax(r), RunTop: sample.Argmax(g)}
 		st.SameTop1 = st.RefTop == st.RunTop
 		st.Target = st.RefTop
 		if i < len(targets) && targets[i] >= 0 && targets[i] < vocab {

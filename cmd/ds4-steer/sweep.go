@@ -13,6 +13,7 @@ import (
 
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/sample"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/harness"
 	"github.com/ds4-go/ds4/plots"
@@ -257,7 +258,7 @@ func (g *generator) run(ids []int, st *engine.Steering) (result, error) {
 	r.first = slices.Clone(s.Logits())
 	eos := g.tok.Special(tokenizer.EOS)
 	for len(r.out) < g.max {
-		next := argmax(s.Logits())
+		next := sample.Argmax(s.Logits())
 		if next == eos {
 			r.eos = true
 			break
@@ -272,15 +273,4 @@ func (g *generator) run(ids []int, st *engine.Steering) (result, error) {
 	}
 	r.text = string(g.tok.Decode(r.out))
 	return r, nil
-}
-
-// argmax returns the index of the largest logit, the first on ties.
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return best
 }
