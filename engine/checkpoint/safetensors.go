@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"slices"
 	"unicode/utf8"
+
+	"github.com/ds4-go/ds4/engine/mmap"
 )
 
 // Hardening limits of the safetensors reader.
@@ -347,7 +349,7 @@ func (c *Checkpoint) addShard(path string) error {
 	if uint64(st.Size()) > math.MaxInt {
 		return fmt.Errorf("%s: file too large to map", path)
 	}
-	data, unmap, err := mapFile(fd, int(st.Size()))
+	data, unmap, err := mmap.File(fd, int(st.Size()))
 	if err != nil {
 		return fmt.Errorf("map %s: %w", path, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 
+	"github.com/ds4-go/ds4/engine/mmap"
 	"github.com/ds4-go/ds4/quant"
 )
 
@@ -101,7 +102,7 @@ func Open(path string) (*File, error) {
 	if uint64(st.Size()) > math.MaxInt {
 		return nil, fmt.Errorf("gguf: %s: file too large to map", path)
 	}
-	data, unmap, err := mapFile(fd, int(st.Size()))
+	data, unmap, err := mmap.File(fd, int(st.Size()))
 	if err != nil {
 		return nil, fmt.Errorf("gguf: map %s: %w", path, err)
 	}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package checkpoint
+package mmap
 
 import (
 	"os"
@@ -8,8 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mapFile maps size bytes of fd read-only and shared.
-func mapFile(fd *os.File, size int) ([]byte, func() error, error) {
+// File maps size bytes of fd read-only and shared, so that many
+// processes serving one model share the page cache; unmap releases it.
+func File(fd *os.File, size int) ([]byte, func() error, error) {
 	data, err := unix.Mmap(int(fd.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, nil, err
