@@ -12,16 +12,17 @@ import (
 	"strings"
 
 	"github.com/ds4-go/ds4/engine/dsml"
+	"github.com/ds4-go/ds4/engine/tokenizer"
 )
 
 // Special-token strings and fixed texts of the chat template.
 const (
-	BOS        = "<｜begin▁of▁sentence｜>"
-	EOS        = "<｜end▁of▁sentence｜>"
-	User       = "<｜User｜>"
-	Assistant  = "<｜Assistant｜>"
-	ThinkOpen  = "<think>"
-	ThinkClose = "</think>"
+	BOS        = tokenizer.BOS
+	EOS        = tokenizer.EOS
+	User       = tokenizer.User
+	Assistant  = tokenizer.Assistant
+	ThinkOpen  = tokenizer.ThinkOpen
+	ThinkClose = tokenizer.ThinkEnd
 
 	// ToolResultOpen and ToolResultClose wrap each tool result; they are
 	// ordinary text, not special tokens.
