@@ -88,14 +88,7 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 		return usageError{errors.New("the prompt is empty")}
 	}
 
-	m, err := openModel(g.model, stderr)
-	if err != nil {
-		return err
-	}
-	if err := g.loadSteering(m); err != nil {
-		return err
-	}
-	tok, err := tokenizer.Default()
+	m, tok, err := g.load(stderr)
 	if err != nil {
 		return err
 	}
@@ -212,11 +205,21 @@ func (g *genFlags) options(ctx int) engine.Options {
 	return engine.Options{Context: ctx, Steering: g.steer}
 }
 
-// loadSteering reads the steering direction for m, if one is requested.
-func (g *genFlags) loadSteering(m *engine.Model) error {
-	st, err := steering.Load(g.steerFile, float32(g.steerFFN), float32(g.steerAttn), m.Params.Layers, m.Params.Embd)
-	g.steer = st
-	return err
+// load opens the model (with its steering direction, if one is requested)
+// and the tokenizer.
+func (g *genFlags) load(stderr io.Writer) (*engine.Model, *tokenizer.Tokenizer, error) {
+	m, err := openModel(g.model, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if g.steer, err = steering.Load(g.steerFile, float32(g.steerFFN), float32(g.steerAttn), m.Params.Layers, m.Params.Embd); err != nil {
+		return nil, nil, err
+	}
+	tok, err := tokenizer.Default()
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, tok, nil
 }
 
 // openModel opens path, or ./ds4flash.gguf, or the built-in tiny model.

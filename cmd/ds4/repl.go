@@ -77,14 +77,7 @@ type repl struct {
 
 // runREPL runs the interactive chat on stdin and stdout until EOF or /quit.
 func runREPL(g *genFlags, stdin io.Reader, stdout, stderr io.Writer, h replHooks) error {
-	m, err := openModel(g.model, stderr)
-	if err != nil {
-		return err
-	}
-	if err := g.loadSteering(m); err != nil {
-		return err
-	}
-	tok, err := tokenizer.Default()
+	m, tok, err := g.load(stderr)
 	if err != nil {
 		return err
 	}
