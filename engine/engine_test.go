@@ -232,3 +232,13 @@ func TestTopLogprobs(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenDefault(t *testing.T) {
+	t.Chdir(t.TempDir()) // no ./ds4flash.gguf here
+	m, opened, err := OpenDefault("")
+	require.NoError(t, err)
+	require.Empty(t, opened, "the built-in tiny model")
+	require.Equal(t, layout.Tiny().Layers, m.Params.Layers)
+	_, _, err = OpenDefault("missing.gguf")
+	require.Error(t, err)
+}

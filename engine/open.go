@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"fmt"
+	"os"
 
 	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/engine/layout"
@@ -22,6 +23,27 @@ func Open(path string) (*Model, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return m, nil
+}
+
+// DefaultModel is the GGUF the commands look for in the working directory
+// when no model is named.
+const DefaultModel = "ds4flash.gguf"
+
+// OpenDefault opens path, or ./DefaultModel when path is empty and that
+// file exists, or else the built-in tiny model; it returns the path it
+// opened, "" for the tiny model.
+func OpenDefault(path string) (*Model, string, error) {
+	if path == "" {
+		if _, err := os.Stat(DefaultModel); err == nil {
+			path = DefaultModel
+		}
+	}
+	if path == "" {
+		m, err := OpenTiny()
+		return m, "", err
+	}
+	m, err := Open(path)
+	return m, path, err
 }
 
 // TinySeed is the seed of the built-in tiny model.

@@ -38,7 +38,7 @@ import (
 )
 
 // defaultModel is the GGUF used when -m is not given.
-const defaultModel = "ds4flash.gguf"
+const defaultModel = engine.DefaultModel
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -191,21 +191,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	modelPath := f.model
-	if modelPath == "" {
-		if _, err := os.Stat(defaultModel); err == nil {
-			modelPath = defaultModel
-		}
-	}
-	var m *engine.Model
-	if modelPath == "" {
-		fmt.Fprintf(stderr, "ds4-bench: no -m and no ./%s: measuring the built-in tiny synthetic model\n", defaultModel)
-		m, err = engine.OpenTiny()
-	} else {
-		m, err = engine.Open(modelPath)
-	}
+	m, modelPath, err := engine.OpenDefault(f.model)
 	if err != nil {
 		return err
+	}
+	if modelPath == "" {
+		fmt.Fprintf(stderr, "ds4-bench: no -m and no ./%s: measuring the built-in tiny synthetic model\n", defaultModel)
 	}
 	if m.File != nil {
 		defer m.File.Close()

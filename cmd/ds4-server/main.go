@@ -39,7 +39,7 @@ import (
 )
 
 // defaultModel is the GGUF ds4-server looks for when -m is not given.
-const defaultModel = "ds4flash.gguf"
+const defaultModel = engine.DefaultModel
 
 // apiKeyEnv names the environment variable that can hold the API key.
 const apiKeyEnv = "DS4_API_KEY"
@@ -336,20 +336,14 @@ func loadSteering(o *options, m *engine.Model) (*engine.Steering, error) {
 }
 
 func openModel(path string) (m *engine.Model, name string, tiny bool, err error) {
-	if path == "" {
-		if _, err := os.Stat(defaultModel); err == nil {
-			path = defaultModel
-		}
-	}
-	if path == "" {
-		m, err := engine.OpenTiny()
-		return m, "DS4 tiny (embedded synthetic model)", true, err
-	}
-	m, err = engine.Open(path)
-	if err != nil {
+	m, opened, err := engine.OpenDefault(path)
+	switch {
+	case err != nil:
 		return nil, "", false, err
+	case opened == "":
+		return m, "DS4 tiny (embedded synthetic model)", true, nil
 	}
-	return m, "DeepSeek V4 Flash (" + path + ")", false, nil
+	return m, "DeepSeek V4 Flash (" + opened + ")", false, nil
 }
 
 // kvEstimateMiB estimates the session's cache memory: the raw window and

@@ -36,7 +36,7 @@ import (
 )
 
 // defaultModel is the GGUF ds4-steer looks for when -m is not given.
-const defaultModel = "ds4flash.gguf"
+const defaultModel = engine.DefaultModel
 
 // defaultSystem is the system prompt of upstream's build_direction.py.
 const defaultSystem = "You are a helpful assistant."
@@ -107,21 +107,15 @@ func parse(fs *pflag.FlagSet, args []string) error {
 // returns the model with the absolute path it came from ("" for the tiny
 // model).
 func openModel(path string, stderr io.Writer) (*engine.Model, string, error) {
-	if path == "" {
-		if _, err := os.Stat(defaultModel); err == nil {
-			path = defaultModel
-		}
-	}
-	if path == "" {
-		fmt.Fprintf(stderr, "ds4-steer: no -m and no ./%s: using the built-in tiny synthetic model\n", defaultModel)
-		m, err := engine.OpenTiny()
-		return m, "", err
-	}
-	m, err := engine.Open(path)
+	m, opened, err := engine.OpenDefault(path)
 	if err != nil {
 		return nil, "", err
 	}
-	abs, err := filepath.Abs(path)
+	if opened == "" {
+		fmt.Fprintf(stderr, "ds4-steer: no -m and no ./%s: using the built-in tiny synthetic model\n", defaultModel)
+		return m, "", nil
+	}
+	abs, err := filepath.Abs(opened)
 	if err != nil {
 		return nil, "", fmt.Errorf("model path: %w", err)
 	}

@@ -269,8 +269,8 @@ func openVectorModel(path string, tiny bool) (*engine.Model, string, error) {
 		path = os.Getenv(modelEnv)
 	}
 	if path == "" {
-		if _, err := os.Stat("ds4flash.gguf"); err == nil {
-			path = "ds4flash.gguf"
+		if _, err := os.Stat(engine.DefaultModel); err == nil {
+			path = engine.DefaultModel
 		}
 	}
 	if path == "" {

@@ -20,7 +20,7 @@ import (
 )
 
 // defaultModel is the GGUF ds4 looks for when -m is not given.
-const defaultModel = "ds4flash.gguf"
+const defaultModel = engine.DefaultModel
 
 type genFlags struct {
 	prompt, promptFile, system, model string
@@ -222,18 +222,14 @@ func (g *genFlags) load(stderr io.Writer) (*engine.Model, *tokenizer.Tokenizer, 
 	return m, tok, nil
 }
 
-// openModel opens path, or ./ds4flash.gguf, or the built-in tiny model.
+// openModel opens the model of -m (see engine.OpenDefault), saying so when
+// it falls back to the built-in tiny model.
 func openModel(path string, stderr io.Writer) (*engine.Model, error) {
-	if path == "" {
-		if _, err := os.Stat(defaultModel); err == nil {
-			path = defaultModel
-		}
-	}
-	if path == "" {
+	m, opened, err := engine.OpenDefault(path)
+	if err == nil && opened == "" {
 		fmt.Fprintf(stderr, "ds4: no -m and no ./%s: using the built-in tiny synthetic model (random weights, gibberish output)\n", defaultModel)
-		return engine.OpenTiny()
 	}
-	return engine.Open(path)
+	return m, err
 }
 
 // buildPrompt renders a one-shot chat as upstream's CLI does: BOS, the
