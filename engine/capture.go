@@ -33,3 +33,11 @@ func (s *Session) capture(il, n int, attn bool) {
 	e := s.m.Params.Embd
 	copy(c.Rows[il*e:(il+1)*e], s.s.y[(n-1)*e:n*e])
 }
+
+// ExpertObserver sees every routed-expert evaluation of a forward pass
+// (spec/harness.md §7.2): in is the FFN-normalized input row of the token,
+// mid the clamped SwiGLU output of expert e of layer il times its routing
+// weight. The slices are valid only during the call.
+type ExpertObserver interface {
+	ObserveExpert(il, e int, in, mid []float32)
+}

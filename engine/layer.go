@@ -316,6 +316,9 @@ func (s *Session) ffn(il int, toks []int) {
 			be.MatVec(sc.g, l.GateExps.Expert(e), fi)
 			be.MatVec(sc.u, l.UpExps.Expert(e), fi)
 			be.SwiGLU(sc.mid, sc.g, sc.u, clamp, sc.wt[k])
+			if s.opt.Experts != nil {
+				s.opt.Experts.ObserveExpert(il, e, fi, sc.mid)
+			}
 			be.MatVec(sc.down, l.DownExps.Expert(e), sc.mid)
 			be.Add(moe, moe, sc.down)
 		}

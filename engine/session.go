@@ -24,8 +24,9 @@ const (
 type Options struct {
 	Context  int // context size in tokens; 0 means 4096
 	Numerics Numerics
-	Steering *Steering // directional steering; nil means none
-	Capture  *Capture  // sublayer output capture; nil means none
+	Steering *Steering      // directional steering; nil means none
+	Capture  *Capture       // sublayer output capture; nil means none
+	Experts  ExpertObserver // sees each routed-expert evaluation; nil means none
 }
 
 // ErrContextFull is returned when a token would not fit in the context.

@@ -16,6 +16,7 @@ import (
 // pool, so steady-state decoding allocates nothing.
 type Backend struct {
 	workers int
+	k       quant.Kernels
 	tasks   chan task
 	wg      sync.WaitGroup // running workers
 	jobs    sync.Pool      // *matJob
@@ -27,12 +28,18 @@ type task struct {
 	done   *sync.WaitGroup
 }
 
-// New starts a backend with the given number of workers (0: GOMAXPROCS).
+// New starts a backend with the given number of workers (0: GOMAXPROCS)
+// and the fastest dot kernels of this CPU (quant.BestKernels).
 func New(workers int) *Backend {
+	return NewWithKernels(workers, quant.BestKernels())
+}
+
+// NewWithKernels starts a backend that runs the given dot kernels.
+func NewWithKernels(workers int, k quant.Kernels) *Backend {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	b := &Backend{workers: workers, tasks: make(chan task, 4*workers)}
+	b := &Backend{workers: workers, k: k, tasks: make(chan task, 4*workers)}
 	b.jobs.New = func() any { return new(matJob) }
 	// The calling goroutine works too, so workers-1 helpers suffice.
 	for range workers - 1 {
@@ -57,6 +64,9 @@ func (b *Backend) Close() {
 	close(b.tasks)
 	b.wg.Wait()
 }
+
+// Kernels returns the dot kernels the backend runs.
+func (b *Backend) Kernels() quant.Kernels { return b.k }
 
 // Workers returns the number of goroutines that run kernels.
 func (b *Backend) Workers() int { return b.workers }
@@ -108,6 +118,7 @@ func (b *Backend) parallel(n int, t backends.Task, done *sync.WaitGroup) {
 // matJob is one matrix product: the weights, the quantized or float inputs
 // and the output, split into tasks of rowsPerTask rows.
 type matJob struct {
+	k    *quant.Kernels
 	w    backends.Matrix
 	x    []float32
 	dst  []float32
@@ -131,7 +142,7 @@ func (b *Backend) MatVec(dst []float32, w backends.Matrix, x []float32) {
 // quantized once per call, not once per row.
 func (b *Backend) MatMul(dst []float32, w backends.Matrix, x []float32, n int) {
 	j := b.jobs.Get().(*matJob)
-	j.w, j.x, j.dst, j.n = w, x, dst, n
+	j.k, j.w, j.x, j.dst, j.n = &b.k, w, x, dst, n
 	cols := w.Cols
 	switch w.Type {
 	case quant.Q8_0:
@@ -166,22 +177,22 @@ func (j *matJob) Run(i int) {
 			switch w.Type {
 			case quant.Q8_0:
 				nb := cols / 32
-				v = quant.DotQ8_0(row, j.q80[t*nb:(t+1)*nb])
+				v = j.k.Q8_0(row, j.q80[t*nb:(t+1)*nb])
 			case quant.Q2_K:
 				nb := cols / quant.QK_K
-				v = quant.DotQ2K(row, j.q8k[t*nb:(t+1)*nb])
+				v = j.k.Q2K(row, j.q8k[t*nb:(t+1)*nb])
 			case quant.Q4_K:
 				nb := cols / quant.QK_K
-				v = quant.DotQ4K(row, j.q8k[t*nb:(t+1)*nb])
+				v = j.k.Q4K(row, j.q8k[t*nb:(t+1)*nb])
 			case quant.IQ2_XXS:
 				nb := cols / quant.QK_K
-				v = quant.DotIQ2XXS(row, j.q8k[t*nb:(t+1)*nb])
+				v = j.k.IQ2XXS(row, j.q8k[t*nb:(t+1)*nb])
 			case quant.F16:
-				v = quant.DotF16(row, j.x[t*cols:(t+1)*cols])
+				v = j.k.F16(row, j.x[t*cols:(t+1)*cols])
 			case quant.BF16:
 				v = DotBF16(row, j.x[t*cols:(t+1)*cols])
 			case quant.F32:
-				v = quant.DotF32(row, j.x[t*cols:(t+1)*cols])
+				v = j.k.F32(row, j.x[t*cols:(t+1)*cols])
 			}
 			j.dst[t*rows+r] = v
 		}

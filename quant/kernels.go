@@ -1,0 +1,41 @@
+package quant
+
+import "os"
+
+// Kernels is one implementation of the weight-row · activation dot
+// products the matrix kernels are built from.
+type Kernels struct {
+	Name   string // "go" for the pure-Go reference, else the instruction set
+	Q8_0   func(w []byte, x []BlockQ8_0) float32
+	Q2K    func(w []byte, y []BlockQ8K) float32
+	Q4K    func(w []byte, y []BlockQ8K) float32
+	IQ2XXS func(w []byte, y []BlockQ8K) float32
+	F16    func(w []byte, x []float32) float32
+	F32    func(w []byte, x []float32) float32
+}
+
+// GenericKernels returns the pure-Go reference kernels of dot.go.
+func GenericKernels() Kernels {
+	return Kernels{Name: "go", Q8_0: DotQ8_0, Q2K: DotQ2K, Q4K: DotQ4K, IQ2XXS: DotIQ2XXS, F16: DotF16, F32: DotF32}
+}
+
+// VectorKernels returns the SIMD kernels this CPU can run, and false when
+// it has none (another architecture, missing features, or the purego
+// build tag).
+func VectorKernels() (Kernels, bool) { return vectorKernels() }
+
+// PureGoEnv is the environment variable that, set to anything but "" or
+// "0", makes BestKernels return the pure-Go kernels.
+const PureGoEnv = "DS4_PUREGO"
+
+// BestKernels returns the vector kernels when the CPU has them and
+// DS4_PUREGO does not ask for pure Go, else the generic ones.
+func BestKernels() Kernels {
+	if v := os.Getenv(PureGoEnv); v != "" && v != "0" {
+		return GenericKernels()
+	}
+	if k, ok := vectorKernels(); ok {
+		return k
+	}
+	return GenericKernels()
+}

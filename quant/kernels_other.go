@@ -1,0 +1,5 @@
+//go:build !amd64 || purego
+
+package quant
+
+func vectorKernels() (Kernels, bool) { return Kernels{}, false }
