@@ -56,6 +56,9 @@ type PathResult struct {
 	Path       string  // prefill, decode or mixed
 	VsF32Ref   Metrics // against f32ref_prefill_logits.bin
 	VsOfficial Metrics // against the official logits of the same path
+	// F32RefPositions holds every position's comparison against f32ref,
+	// for paired comparisons of two conversions.
+	F32RefPositions []PositionStat
 }
 
 // OracleResult gathers a case's comparisons for one conversion mode.
@@ -64,6 +67,7 @@ type OracleResult struct {
 	Mode  checkpoint.Mode
 	Paths []PathResult
 	Conv  *checkpoint.Report
+	Model *engine.Model // the converted model
 }
 
 // Check applies the oracle bars: bar A against f32ref and bar B against
@@ -84,27 +88,44 @@ func (r *OracleResult) Check() error {
 	return nil
 }
 
+// Convert converts the case's checkpoint with opt (its mode, and an
+// imatrix when one is set) into an in-memory GGUF and binds it.
+func (c *OracleCase) Convert(opt checkpoint.Options) (*engine.Model, *checkpoint.Report, error) {
+	src, err := checkpoint.Open(filepath.Join(c.Dir, "weights.safetensors"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("vectors: oracle %s: %w", c.Name, err)
+	}
+	defer src.Close()
+	var buf bytes.Buffer
+	rep, err := checkpoint.Convert(&buf, src, c.Params, opt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("vectors: oracle %s: %w", c.Name, err)
+	}
+	f, err := gguf.Parse(buf.Bytes())
+	if err != nil {
+		return nil, nil, fmt.Errorf("vectors: oracle %s: %w", c.Name, err)
+	}
+	m, err := engine.Load(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("vectors: oracle %s: %w", c.Name, err)
+	}
+	return m, rep, nil
+}
+
 // RunOracle converts the case's checkpoint in mode, runs it through the
 // engine on the prefill, decode and mixed paths, and compares the logits
 // of every position with the references.
 func RunOracle(c *OracleCase, mode checkpoint.Mode, be backends.Backend) (*OracleResult, error) {
-	src, err := checkpoint.Open(filepath.Join(c.Dir, "weights.safetensors"))
+	return RunOracleWith(c, checkpoint.Options{Mode: mode}, be)
+}
+
+// RunOracleWith is RunOracle with every conversion option, e.g. an
+// imatrix for the quantized modes.
+func RunOracleWith(c *OracleCase, copt checkpoint.Options, be backends.Backend) (*OracleResult, error) {
+	mode := copt.Mode
+	m, rep, err := c.Convert(copt)
 	if err != nil {
-		return nil, fmt.Errorf("vectors: oracle %s: %w", c.Name, err)
-	}
-	defer src.Close()
-	var buf bytes.Buffer
-	rep, err := checkpoint.Convert(&buf, src, c.Params, checkpoint.Options{Mode: mode})
-	if err != nil {
-		return nil, fmt.Errorf("vectors: oracle %s: %w", c.Name, err)
-	}
-	f, err := gguf.Parse(buf.Bytes())
-	if err != nil {
-		return nil, fmt.Errorf("vectors: oracle %s: %w", c.Name, err)
-	}
-	m, err := engine.Load(f)
-	if err != nil {
-		return nil, fmt.Errorf("vectors: oracle %s: %w", c.Name, err)
+		return nil, err
 	}
 	numerics := engine.NumericsDS4
 	if mode == checkpoint.ModeLossless || mode == checkpoint.ModeF32 {
@@ -153,14 +174,14 @@ func RunOracle(c *OracleCase, mode checkpoint.Mode, be backends.Backend) (*Oracl
 	if err != nil {
 		return nil, err
 	}
-	res := &OracleResult{Case: c.Name, Mode: mode, Conv: rep}
+	res := &OracleResult{Case: c.Name, Mode: mode, Conv: rep, Model: m}
 	for _, path := range []string{"prefill", "decode", "mixed"} {
 		official, err := ReadLogits(filepath.Join(c.Dir, path+"_logits.bin"), vocab)
 		if err != nil {
 			return nil, err
 		}
 		pr := PathResult{Path: path}
-		if pr.VsF32Ref, err = Compare(f32ref, runs[path], vocab); err != nil {
+		if pr.VsF32Ref, pr.F32RefPositions, err = CompareTargets(f32ref, runs[path], vocab, nil); err != nil {
 			return nil, err
 		}
 		if pr.VsOfficial, err = Compare(official, runs[path], vocab); err != nil {

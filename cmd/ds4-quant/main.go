@@ -1,5 +1,7 @@
 // Command ds4-quant produces and examines DS4 GGUF files: synthetic models
-// (synth), layout checks (inspect) and raw block conversion (raw).
+// (synth), layout checks (inspect), raw block conversion (raw),
+// quantization of checkpoints and GGUFs (quantize, alias convert) and the
+// mixed-layer splice (splice).
 package main
 
 import (
@@ -17,7 +19,10 @@ commands:
   synth    write a synthetic DS4 model with seeded random weights
   inspect  print a GGUF's metadata and tensors and check the DS4 layout
   raw      quantize a raw float32 matrix to ggml blocks, or --dequant back
-  convert  convert an official safetensors checkpoint to a DS4 GGUF
+  quantize convert an official checkpoint (--hf) or requantize a DS4 GGUF (--in)
+           to a recipe's types, optionally weighted by an imatrix
+  convert  the same command as quantize
+  splice   take the routed experts of chosen layers from a donor GGUF
 
 Run 'ds4-quant <command> --help' for a command's flags.
 `
@@ -33,10 +38,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cmds := map[string]func([]string, io.Writer, io.Writer) error{
-		"synth":   runSynth,
-		"inspect": runInspect,
-		"raw":     runRaw,
-		"convert": runConvert,
+		"synth":    runSynth,
+		"inspect":  runInspect,
+		"raw":      runRaw,
+		"quantize": runQuantize,
+		"convert":  runQuantize,
+		"splice":   runSplice,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {

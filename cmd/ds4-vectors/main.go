@@ -23,6 +23,22 @@
 // of them) with the quantization metrics: mean, median, p99 and max KL
 // divergence, same-top-1 rate, RMS Δp and NLL ratio; --hist and
 // --positions draw the KL histogram and per-position chart.
+//
+//	ds4-vectors manifest [-m MODEL] [--prompts prompts.jsonl] --out DIR
+//	ds4-vectors score [-m MODEL] [--ctx 4096] MANIFEST.tsv OUT.tsv
+//	ds4-vectors compare-scores OLD.tsv NEW.tsv
+//
+// are upstream's official-continuation quality test: manifest writes a
+// reference model's greedy continuations of the quality prompts (the
+// local stand-in for the official ones, which need an API key), score
+// measures a model's teacher-forced NLL, first-token match and greedy LCP
+// on them, and compare-scores sets two scored runs side by side.
+//
+//	ds4-vectors study [--recipes q2,q4] [--svg FILE] [--parquet DIR] CASE_DIR...
+//
+// quantizes each oracle case with each recipe, without and with an
+// imatrix collected from the quality prompts on its lossless conversion,
+// and prints the mean KL and same-top-1 rate against the references.
 package main
 
 import (
@@ -45,6 +61,10 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 const usage = `usage: ds4-vectors oracle [--mode lossless,q2] [--threads N] CASE_DIR...
        ds4-vectors official [-m MODEL | --endpoint URL] [--vec FILE] [--dump DIR] [--save-logits DIR] [--parquet DIR]
        ds4-vectors compare [--vocab N] [--parquet DIR] [--hist FILE] [--positions FILE] REF RUN
+       ds4-vectors manifest [-m MODEL] [--prompts FILE] [--count N] [--max-tokens N] --out DIR
+       ds4-vectors score [-m MODEL] [--ctx N] [--parquet DIR] MANIFEST.tsv OUT.tsv
+       ds4-vectors compare-scores [--parquet DIR] OLD.tsv NEW.tsv
+       ds4-vectors study [--recipes q2,q4] [--prompts FILE] [--parquet DIR] [--svg FILE] CASE_DIR...
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -59,6 +79,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return status(runOfficial(args[1:], stdout, stderr), stderr)
 	case "compare":
 		return status(runCompare(args[1:], stdout, stderr), stderr)
+	case "score":
+		return status(runScore(args[1:], stdout, stderr), stderr)
+	case "compare-scores":
+		return status(runCompareScores(args[1:], stdout, stderr), stderr)
+	case "manifest":
+		return status(runManifest(args[1:], stdout, stderr), stderr)
+	case "study":
+		return status(runStudy(args[1:], stdout, stderr), stderr)
 	}
 	fmt.Fprint(stderr, usage)
 	return 2

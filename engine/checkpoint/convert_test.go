@@ -439,17 +439,17 @@ func TestConvertExtras(t *testing.T) {
 	src, err := Open(oracle("tiny_w16_r16"))
 	require.NoError(t, err)
 	defer src.Close()
-	plan, err := Plan(src, p, ModeLossless)
+	plan, err := Plan(src, p, Options{Mode: ModeLossless})
 	require.NoError(t, err)
 	var sum int64
 	for _, pt := range plan.Tensors {
 		sum += pt.Bytes
 	}
 	require.Equal(t, plan.Bytes, sum)
-	_, err = Plan(src, p, "q3")
+	_, err = Plan(src, p, Options{Mode: "q3"})
 	require.ErrorContains(t, err, `unknown mode "q3"`)
 	p.Experts = 9
-	_, err = Plan(src, p, ModeLossless)
+	_, err = Plan(src, p, Options{Mode: ModeLossless})
 	require.ErrorContains(t, err, `tensor "layers.0.ffn.experts.8.w1.weight" (for blk.0.ffn_gate_exps.weight): not in checkpoint`)
 }
 

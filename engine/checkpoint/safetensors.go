@@ -1,5 +1,6 @@
 // Package checkpoint reads official DeepSeek V4 checkpoints (safetensors
-// files and their config.json) and converts them to DS4 GGUF files.
+// files and their config.json) and converts them to DS4 GGUF files, and
+// requantizes DS4 GGUF files, optionally weighted by an imatrix.
 package checkpoint
 
 import (

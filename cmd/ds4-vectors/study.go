@@ -1,0 +1,148 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/pflag"
+
+	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/engine/checkpoint"
+	"github.com/ds4-go/ds4/engine/tokenizer"
+	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/plots"
+)
+
+// runStudy is the quality study: each oracle case quantized with each
+// recipe, without and with an imatrix collected from the quality prompts
+// on the case's lossless conversion, measured against the reference
+// logits.
+func runStudy(args []string, stdout, stderr io.Writer) error {
+	fs := pflag.NewFlagSet("study", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	recipes := fs.StringSlice("recipes", []string{"q2", "q4"}, "quantized conversions to study")
+	prompts := fs.String("prompts", "", "calibration prompts, JSON Lines with a \"prompt\" per line (default upstream's gguf-tools/quality-testing/prompts.jsonl, then harness/testdata/quality/prompts.jsonl)")
+	holdout := fs.Int("holdout", 2, "hold out every Nth prompt (the 2nd, 4th, … for 2) from calibration and compare every conversion with the lossless one on them (0: calibrate on all)")
+	maxPrompts := fs.Int("max-prompts", 0, "calibration prompts to use (0: all)")
+	maxTokens := fs.Int("max-tokens", 0, "calibration tokens to use over all prompts (0: all)")
+	threads := fs.IntP("threads", "t", 0, "CPU worker threads (0: one per CPU)")
+	parquetDir := fs.String("parquet", "", "write every measurement as Parquet under DIR (hive-style partitions)")
+	chart := fs.String("svg", "", "draw the prefill mean KL and same-top-1 per case and recipe to FILE (.svg or .png)")
+	reference := fs.String("reference", "f32ref", "reference the chart shows: f32ref or official")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() == 0 {
+		return usageError{errors.New("study: give oracle CASE_DIR...")}
+	}
+	if *maxPrompts < 0 || *maxTokens < 0 || *threads < 0 || *holdout < 0 || *holdout == 1 {
+		return usageError{errors.New("study: --max-prompts, --max-tokens and --threads must not be negative, --holdout must be 0 or at least 2")}
+	}
+	if *reference != "f32ref" && *reference != "official" {
+		return usageError{fmt.Errorf("study: --reference %q: want f32ref or official", *reference)}
+	}
+	var modes []checkpoint.Mode
+	for _, s := range *recipes {
+		m, err := checkpoint.ParseMode(s)
+		if err != nil {
+			return usageError{err}
+		}
+		if m == checkpoint.ModeLossless || m == checkpoint.ModeF32 {
+			return usageError{fmt.Errorf("study: --recipes %s: the lossless conversion is always measured; give quantized recipes", s)}
+		}
+		modes = append(modes, m)
+	}
+	path, err := promptFile(*prompts)
+	if err != nil {
+		return err
+	}
+	ps, err := harness.ReadPromptsJSONL(path)
+	if err != nil {
+		return err
+	}
+	tok, err := tokenizer.Default()
+	if err != nil {
+		return err
+	}
+	var calib, heldout [][]int
+	for i, p := range ps {
+		ids := harness.EncodeChat(tok, "", p.Prompt)
+		if *holdout > 0 && i%*holdout == *holdout-1 {
+			heldout = append(heldout, ids)
+		} else {
+			calib = append(calib, ids)
+		}
+	}
+	be := cpu.New(*threads)
+	defer be.Close()
+	meta, err := harness.CollectMeta(harness.MetaOptions{Tool: "ds4-vectors study", Backend: "cpu", Threads: be.Workers(),
+		Args: append([]string{"ds4-vectors", "study"}, args...)})
+	if err != nil {
+		return err
+	}
+	rows, err := harness.RunStudy(fs.Args(), be, harness.StudyOptions{Recipes: modes, Prompts: calib, Heldout: heldout,
+		Imatrix: harness.ImatrixOptions{MaxPrompts: *maxPrompts, MaxTokens: *maxTokens, Dataset: path}, Log: stderr})
+	if err != nil {
+		return err
+	}
+	printStudy(stdout, rows)
+
+	if *chart != "" {
+		var pts []plots.QualityPoint
+		for _, c := range harness.SummarizeStudy(rows) {
+			if c.Recipe == string(checkpoint.ModeLossless) {
+				continue
+			}
+			pt := plots.QualityPoint{Group: c.Case + " " + c.Recipe, Series: "imatrix " + c.Imatrix, MeanKL: c.F32RefMeanKL, Top1: c.F32RefTop1}
+			if *reference == "official" {
+				pt.MeanKL, pt.Top1 = c.OfficialMeanKL, c.OfficialTop1
+			}
+			pts = append(pts, pt)
+		}
+		ch, err := plots.QualityStudy(pts, plots.QualityOptions{Title: "Quantization quality on the oracle cases (prefill)", Reference: *reference})
+		if err != nil {
+			return err
+		}
+		if err := ch.Save(*chart); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "ds4-vectors: wrote %s\n", *chart)
+	}
+	if *parquetDir != "" {
+		var names []string
+		for _, d := range fs.Args() {
+			names = append(names, filepath.Base(filepath.Clean(d)))
+		}
+		meta.ModelFile, meta.ModelName, meta.Notes = strings.Join(fs.Args(), ","), "oracle", "calibration: "+path
+		p, err := harness.WriteStudyRun(*parquetDir, meta, rows)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "ds4-vectors: wrote %s (cases %s)\n", p, strings.Join(names, ", "))
+	}
+	return nil
+}
+
+// printStudy prints the prefill summary of a study and the imatrix's
+// effect per case and recipe.
+func printStudy(w io.Writer, rows []harness.StudyRow) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "case\trecipe\timatrix\tf32ref mean KL\tsame top-1\tofficial mean KL\tsame top-1\theld-out mean KL\tsame top-1\tgate/up error\tdown error\ttensors w/ imatrix\t")
+	for _, c := range harness.SummarizeStudy(rows) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.4g\t%.1f%%\t%.4g\t%.1f%%\t%.4g\t%.1f%%\t%.4g\t%.3g\t%d\t\n", c.Case, c.Recipe, c.Imatrix,
+			c.F32RefMeanKL, 100*c.F32RefTop1, c.OfficialMeanKL, 100*c.OfficialTop1, c.HeldoutMeanKL, 100*c.HeldoutTop1, c.GateUpRelErr, c.DownRelErr, c.ImatrixTensors)
+	}
+	tw.Flush()
+	for _, e := range harness.ImatrixEffects(rows) {
+		fmt.Fprintf(w, "imatrix effect %s %s: gate/up output error %+.1f%%; mean KL vs f32ref %+.1f%% (per position %+.3g ± %.2g, lower at %.0f%%); held-out mean KL %+.1f%% (%+.3g ± %.2g, lower at %.0f%%)\n",
+			e.Case, e.Recipe, 100*e.GateUpChange, 100*e.KLChange, e.KLDeltaMean, e.KLDeltaSE, 100*e.Improved,
+			100*e.HeldoutKLChange, e.HeldoutDeltaMean, e.HeldoutDeltaSE, 100*e.HeldoutImproved)
+	}
+}
