@@ -30,12 +30,13 @@ type genFlags struct {
 	think, thinkMax, nothink          bool
 	dumpLogprobs                      string
 	logprobsTopK                      int
+	trace                             string
 	steerFile                         string
 	steerFFN, steerAttn               float64
 	steer                             *engine.Steering // loaded with the model
 }
 
-func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h replHooks) error {
+func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h replHooks) (err error) {
 	var g genFlags
 	fs := pflag.NewFlagSet("ds4", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -55,9 +56,12 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	fs.BoolVar(&g.nothink, "nothink", false, "answer without thinking")
 	fs.StringVar(&g.dumpLogprobs, "dump-logprobs", "", "write a greedy continuation with top-k logprobs to FILE as JSON, and exit")
 	fs.IntVar(&g.logprobsTopK, "logprobs-top-k", 20, "alternatives per step in --dump-logprobs (at most 128)")
+	fs.StringVar(&g.trace, "trace", "", "write a timestamped trace of the prompt and generated tokens to FILE")
 	fs.StringVar(&g.steerFile, "dir-steering-file", "", "directional steering vector FILE (.f32)")
 	fs.Float64Var(&g.steerFFN, "dir-steering-ffn", 0, "steering scale at the FFN output in [-100, 100] (1 when only a file is given)")
 	fs.Float64Var(&g.steerAttn, "dir-steering-attn", 0, "steering scale at the attention output in [-100, 100]")
+	im := addImatrixFlags(fs)
+	perplexity := fs.String("perplexity-file", "", "score FILE's plain text teacher-forced after a 32-token prefix and print its NLL and perplexity")
 	// Upstream spells the system flag -sys; pflag shorthands are one letter.
 	for i, a := range args {
 		if a == "-sys" {
@@ -69,6 +73,12 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	}
 	if err := g.validate(fs); err != nil {
 		return usageError{err}
+	}
+	if im.requested() {
+		return runImatrix(&g, im, fs, stderr)
+	}
+	if *perplexity != "" {
+		return runPerplexity(&g, *perplexity, fs, stdout, stderr)
 	}
 	if g.dumpLogprobs != "" && !fs.Changed("prompt") && g.promptFile == "" {
 		return usageError{errors.New("--dump-logprobs needs a prompt (-p or --prompt-file)")}
@@ -101,19 +111,35 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	}
 	be := cpu.New(g.threads)
 	defer be.Close()
-	s, err := engine.NewSession(m, be, g.options(g.ctx))
+	logContextMemory(stderr, m.Params, g.ctx)
+	opt := g.options(g.ctx)
+	opt.Experts = h.experts
+	s, err := engine.NewSession(m, be, opt)
 	if err != nil {
 		return err
 	}
 	if len(ids) >= g.ctx {
 		return fmt.Errorf("prompt of %d tokens does not fit in the %d-token context", len(ids), g.ctx)
 	}
-	fmt.Fprintf(stderr, "ds4: processing %d input tokens\n", len(ids))
-	start := time.Now()
-	if err := s.Prefill(ids); err != nil {
+	tr, err := openTrace(g.trace, tok)
+	if err != nil {
 		return err
 	}
-	prefill := time.Since(start)
+	defer func() {
+		if cerr := tr.close(); err == nil {
+			err = cerr
+		}
+	}()
+	tr.event("start ctx=%d model=%q name=%q think=%s", g.ctx, g.model, m.Params.Name, think)
+	tr.text("user", text)
+	tr.event("prefill turn=1 transcript=%d cached=0 suffix=%d think=%s", len(ids), len(ids), think)
+	tr.tokens("prefill_suffix", 0, ids)
+	fmt.Fprintf(stderr, "ds4: processing %d input tokens\n", len(ids))
+	start := time.Now()
+	if _, err := prefill(s, ids, stderr, nil); err != nil {
+		return err
+	}
+	prefillTime := time.Since(start)
 	if g.dumpLogprobs != "" {
 		if err := dumpLogprobs(g.dumpLogprobs, s, tok, len(ids), g.tokens, g.logprobsTopK); err != nil {
 			return err
@@ -127,20 +153,23 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	limit := min(g.tokens, g.ctx-s.Pos()-1)
 	eos := tok.Special(tokenizer.EOS)
 	start = time.Now()
-	n := 0
+	n, stop := 0, "limit"
 	for ; n < limit; n++ {
 		next := sampler.Sample(s.Logits())
 		if next == eos {
+			stop = "eos"
 			break
 		}
 		out.token(next)
+		tr.token(s.Pos(), next)
 		if err := s.Decode(next); err != nil {
 			return err
 		}
 	}
 	gen := time.Since(start)
 	out.finish()
-	fmt.Fprintf(stderr, "ds4: prefill: %.2f t/s, generation: %.2f t/s\n", float64(len(ids))/prefill.Seconds(), float64(n)/gen.Seconds())
+	tr.event("end turn=1 generated=%d stop=%s", n, stop)
+	fmt.Fprintf(stderr, "ds4: prefill: %.2f t/s, generation: %.2f t/s\n", float64(len(ids))/prefillTime.Seconds(), float64(n)/gen.Seconds())
 	return nil
 }
 

@@ -1,7 +1,7 @@
 // Command ds4 runs DeepSeek V4 models from the terminal.
 //
-//	ds4 -p "prompt" [-m FILE] [-n N] [--temp T] [--nothink] [--ctx N]
-//	ds4 [-m FILE] [-n N] [--temp T] [--nothink] [--ctx N]   (interactive chat)
+//	ds4 -p "prompt" [-m FILE] [-n N] [--temp T] [--nothink] [--ctx N] [--trace FILE]
+//	ds4 [-m FILE] [-n N] [--temp T] [--nothink] [--ctx N] [--trace FILE]   (interactive chat)
 //	ds4 tokenize [--chat] [--think|--nothink] [TEXT | -f FILE]   (stdin without either)
 //	ds4 detokenize [IDS_JSON | -f FILE]
 //
@@ -9,9 +9,15 @@
 // a user message and the answer streams back, -n capping each answer. The
 // conversation is kept as a token transcript and only the tokens the
 // session has not evaluated yet are prefilled each turn. Commands: /help,
-// /think, /think-max, /nothink, /ctx N, /read FILE, /quit and /exit; Ctrl+C
-// stops an answer (one stopped before its first token is forgotten) and
-// Ctrl+D leaves. On a terminal the line is editable with in-memory history.
+// /think, /think-max, /nothink, /ctx N, /read FILE, /quit and /exit; a
+// line holding only """ starts a multi-line message that a second such
+// line sends. Ctrl+C stops an answer (one stopped before its first token
+// is forgotten) and Ctrl+D leaves. On a terminal the line is editable,
+// with the history of ~/.ds4_history (the last 512 lines, saved after
+// each one).
+//
+// --trace FILE writes a timestamped log of every prompt and generated
+// token (see tracer).
 //
 // With no -m and no ./ds4flash.gguf it runs the built-in tiny synthetic
 // model (random weights), so every command works with no download.

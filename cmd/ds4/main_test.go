@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -201,4 +204,19 @@ func TestDumpLogprobs(t *testing.T) {
 	code, _, errOut = runCmd("", "--dump-logprobs", "x.json")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "needs a prompt")
+}
+
+// TestGenerateProgress checks the one-shot stderr: the buffer estimate
+// and, for a prompt longer than one prefill step, the progress bar.
+func TestGenerateProgress(t *testing.T) {
+	t.Chdir(t.TempDir())
+	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 10)
+	code, _, errOut := runCmd("", "-p", long, "-n", "1", "--nothink", "--ctx", "256")
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `ds4: context buffers [0-9.]+ MiB \(ctx=256, backend=cpu, prefill_chunk=64, raw_kv_rows=16, compressed_kv_rows=66\)`, errOut)
+	m := regexp.MustCompile(`ds4: processing (\d+) input tokens`).FindStringSubmatch(errOut)
+	require.NotNil(t, m, errOut)
+	n, _ := strconv.Atoi(m[1])
+	require.Greater(t, n, prefillStep)
+	require.Contains(t, errOut, fmt.Sprintf("ds4: prefill 100.0%% %d/%d", n, n))
 }

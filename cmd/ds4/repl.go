@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"golang.org/x/term"
 
@@ -29,8 +30,14 @@ const replHelp = `Commands:
   /ctx N         set the context size to N tokens (the cache is rebuilt)
   /read FILE     send the contents of FILE as the next message
   /quit, /exit   leave (Ctrl+D too)
-Ctrl+C stops the answer being generated.
+  """            on a line of its own, starts a multi-line message; a second
+                 """ line sends it (on a terminal, pasted lines stay one
+                 message too: paste, then press Enter)
+Ctrl+C stops the answer being generated, or clears the line being typed.
 `
+
+// blockQuote, alone on a line, opens and closes a multi-line message.
+const blockQuote = `"""`
 
 // replHooks connect the chat to its interrupt source; tests replace them
 // to inject interrupts at chosen tokens.
@@ -41,6 +48,9 @@ type replHooks struct {
 	// beforeToken, when set, is called before each token is sampled with
 	// the number of tokens generated so far in the turn.
 	beforeToken func(n int)
+	// experts, when set, observes every routed-expert evaluation of the
+	// sessions, so that tests can count the tokens the engine evaluated.
+	experts engine.ExpertObserver
 }
 
 // defaultHooks report the process's SIGINT.
@@ -63,28 +73,38 @@ type repl struct {
 	stdout  io.Writer
 	stderr  io.Writer
 	intr    <-chan os.Signal
-
-	beforeToken func(n int) // test hook, see replHooks
+	trace   *tracer
+	hooks   replHooks
 
 	mode       prompt.Think // requested thinking mode
 	maxPrefix  []int        // tokens of prompt.ThinkMaxPrefix
 	hasPrefix  bool         // transcript holds maxPrefix after BOS
 	transcript []int
+	turns      int
 
 	prefillTokens, genTokens int
 	prefillTime, genTime     time.Duration
 }
 
 // runREPL runs the interactive chat on stdin and stdout until EOF or /quit.
-func runREPL(g *genFlags, stdin io.Reader, stdout, stderr io.Writer, h replHooks) error {
+func runREPL(g *genFlags, stdin io.Reader, stdout, stderr io.Writer, h replHooks) (err error) {
 	m, tok, err := g.load(stderr)
 	if err != nil {
 		return err
 	}
-	r := &repl{g: g, m: m, tok: tok, sampler: g.sampler(), stdout: stdout, stderr: stderr, beforeToken: h.beforeToken}
+	r := &repl{g: g, m: m, tok: tok, sampler: g.sampler(), stdout: stdout, stderr: stderr, hooks: h}
+	if r.trace, err = openTrace(g.trace, tok); err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := r.trace.close(); err == nil {
+			err = cerr
+		}
+	}()
 	r.be = cpu.New(g.threads)
 	defer r.be.Close()
-	if r.s, err = engine.NewSession(m, r.be, g.options(g.ctx)); err != nil {
+	logContextMemory(stderr, m.Params, g.ctx)
+	if r.s, err = engine.NewSession(m, r.be, r.options(g.ctx)); err != nil {
 		return fmt.Errorf("creating the session: %w", err)
 	}
 	r.mode = prompt.ThinkHigh
@@ -101,43 +121,59 @@ func runREPL(g *genFlags, stdin io.Reader, stdout, stderr io.Writer, h replHooks
 		r.transcript = tok.AppendEncode(r.transcript, g.system, false)
 	}
 	r.applyPrefix()
+	r.trace.event("start ctx=%d model=%q name=%q think=%s", g.ctx, g.model, m.Params.Name, r.think())
 
 	intr, stop := h.interrupts()
 	defer stop()
 	r.intr = intr
 
-	readLine := lineReader(stdin, stdout)
+	hist := newHistory(historyPath(), stderr)
+	if err := hist.load(); err != nil {
+		// Saving over a file that could not be read would lose it.
+		fmt.Fprintf(stderr, "ds4: %v; not saving the history\n", err)
+		hist.path = ""
+	}
+	in := newLineInput(stdin, stdout, hist)
 	fmt.Fprint(stdout, replHelp)
 	defer r.stats()
 	for {
-		line, err := readLine()
+		text, multi, err := in.message()
 		if errors.Is(err, errLineInterrupted) {
 			continue
 		}
 		if err == io.EOF {
 			return nil
 		}
+		if errors.Is(err, errOpenBlock) {
+			fmt.Fprintf(stderr, "ds4: %v\n", err)
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("reading input: %w", err)
 		}
-		line = strings.TrimSpace(line)
-		if line == "" {
+		if multi || !strings.HasPrefix(text, "/") {
+			r.turn(text)
 			continue
 		}
-		if !strings.HasPrefix(line, "/") {
-			r.turn(line)
-			continue
-		}
-		if quit := r.command(line); quit {
+		if quit := r.command(text); quit {
 			return nil
 		}
 	}
 }
 
+// options returns the session options for a context of ctx tokens.
+func (r *repl) options(ctx int) engine.Options {
+	opt := r.g.options(ctx)
+	opt.Experts = r.hooks.experts
+	return opt
+}
+
 // command runs a slash command and reports whether the REPL should end.
 func (r *repl) command(line string) bool {
-	cmd, arg, _ := strings.Cut(line, " ")
-	arg = strings.TrimSpace(arg)
+	cmd, arg := line, ""
+	if i := strings.IndexFunc(line, unicode.IsSpace); i >= 0 {
+		cmd, arg = line[:i], strings.TrimSpace(line[i:])
+	}
 	switch {
 	case line == "/quit", line == "/exit":
 		return true
@@ -150,7 +186,7 @@ func (r *repl) command(line string) bool {
 	case line == "/nothink":
 		r.mode = prompt.ThinkOff
 		r.applyPrefix()
-		fmt.Fprintln(r.stdout, "Thinking mode: off.")
+		fmt.Fprintln(r.stdout, "Thinking mode: none.")
 	case line == "/think-max":
 		r.mode = prompt.ThinkMax
 		r.applyPrefix()
@@ -165,15 +201,23 @@ func (r *repl) command(line string) bool {
 			fmt.Fprintln(r.stderr, "ds4: /ctx needs a positive integer")
 			return false
 		}
-		s, err := engine.NewSession(r.m, r.be, r.g.options(n))
+		logContextMemory(r.stderr, r.m.Params, n)
+		s, err := engine.NewSession(r.m, r.be, r.options(n))
 		if err != nil {
 			fmt.Fprintf(r.stderr, "ds4: /ctx: %v\n", err)
 			return false
 		}
 		r.s, r.g.ctx = s, n
 		r.applyPrefix()
+		if r.mode == prompt.ThinkMax && !r.hasPrefix {
+			fmt.Fprintf(r.stderr, "ds4: warning: /ctx needs --ctx >= %d for Think Max; ctx=%d uses normal thinking instead\n", prompt.MaxThinkContext, n)
+		}
 		fmt.Fprintf(r.stdout, "Context: %d tokens.\n", n)
-	case cmd == "/read" && arg != "":
+	case cmd == "/read":
+		if arg == "" {
+			fmt.Fprintln(r.stderr, "ds4: /read needs a file path")
+			return false
+		}
 		b, err := os.ReadFile(arg)
 		if err != nil {
 			fmt.Fprintf(r.stderr, "ds4: /read: %v\n", err)
@@ -182,7 +226,7 @@ func (r *repl) command(line string) bool {
 		r.turn(string(b))
 	default:
 		fmt.Fprintf(r.stderr, "ds4: unknown command: %s\n", line)
-		fmt.Fprintln(r.stderr, "Type /help for the commands.")
+		fmt.Fprintln(r.stderr, "ds4: type /help for commands")
 	}
 	return false
 }
@@ -208,6 +252,16 @@ func (r *repl) applyPrefix() {
 	r.s.Reset()
 }
 
+// interrupted reports, without waiting, whether Ctrl+C was pressed.
+func (r *repl) interrupted() bool {
+	select {
+	case <-r.intr:
+		return true
+	default:
+		return false
+	}
+}
+
 // turn runs one chat turn: it appends the user message to the transcript,
 // evaluates what the session has not seen yet and streams the answer.
 func (r *repl) turn(text string) {
@@ -216,8 +270,10 @@ func (r *repl) turn(text string) {
 	for len(r.intr) > 0 {
 		<-r.intr
 	}
+	r.turns++
 	mark := len(r.transcript)
 	think := r.think()
+	r.trace.text("user", text)
 	r.transcript = append(r.transcript, r.tok.Special(tokenizer.User))
 	r.transcript = r.tok.AppendEncode(r.transcript, text, false)
 	r.transcript = append(r.transcript, r.tok.Special(tokenizer.Assistant))
@@ -226,10 +282,12 @@ func (r *repl) turn(text string) {
 	} else {
 		r.transcript = append(r.transcript, r.tok.Special(tokenizer.ThinkEnd))
 	}
-	if err := r.sync(); err != nil {
+	interrupted, err := r.sync(think)
+	if err != nil {
 		r.transcript = r.transcript[:mark]
 		r.s.Reset()
 		fmt.Fprintf(r.stderr, "ds4: %v\n", err)
+		r.trace.event("end turn=%d generated=0 stop=error", r.turns)
 		return
 	}
 
@@ -237,33 +295,36 @@ func (r *repl) turn(text string) {
 	eos := r.tok.Special(tokenizer.EOS)
 	limit := min(r.g.tokens, r.s.Context()-r.s.Pos()-1)
 	start := time.Now()
-	n, interrupted := 0, false
+	n, stop := 0, "limit"
 	for ; n < limit; n++ {
-		if r.beforeToken != nil {
-			r.beforeToken(n)
+		if r.hooks.beforeToken != nil {
+			r.hooks.beforeToken(n)
 		}
-		select {
-		case <-r.intr:
+		if interrupted || r.interrupted() {
 			interrupted = true
-		default:
-		}
-		if interrupted {
 			break
 		}
 		next := r.sampler.Sample(r.s.Logits())
 		if next == eos {
+			stop = "eos"
 			break
 		}
 		out.token(next)
+		r.trace.token(len(r.transcript), next)
 		r.transcript = append(r.transcript, next)
 		if err := r.s.Decode(next); err != nil {
 			fmt.Fprintf(r.stderr, "ds4: %v\n", err)
+			stop = "error"
 			break
 		}
 	}
 	r.genTime += time.Since(start)
 	r.genTokens += n
 	out.finish()
+	if interrupted {
+		stop = "interrupt"
+	}
+	r.trace.event("end turn=%d generated=%d stop=%s", r.turns, n, stop)
 	if interrupted && n == 0 {
 		r.transcript = r.transcript[:mark]
 		r.s.Reset()
@@ -279,14 +340,15 @@ func (r *repl) turn(text string) {
 }
 
 // sync brings the session up to the transcript, reusing the evaluated
-// tokens when they are a prefix of it and starting over otherwise.
-func (r *repl) sync() error {
+// tokens when they are a prefix of it and starting over otherwise. Ctrl+C
+// stops it between prefill steps; it then reports true.
+func (r *repl) sync(think prompt.Think) (bool, error) {
 	if len(r.transcript) >= r.s.Context() {
-		return fmt.Errorf("the conversation (%d tokens) does not fit in the %d-token context", len(r.transcript), r.s.Context())
+		return false, fmt.Errorf("the conversation (%d tokens) does not fit in the %d-token context", len(r.transcript), r.s.Context())
 	}
 	for _, id := range r.transcript {
 		if id >= r.m.Params.Vocab {
-			return fmt.Errorf("token %d is outside the model's vocabulary (%d)", id, r.m.Params.Vocab)
+			return false, fmt.Errorf("token %d is outside the model's vocabulary (%d)", id, r.m.Params.Vocab)
 		}
 	}
 	have := r.s.Tokens()
@@ -296,13 +358,13 @@ func (r *repl) sync() error {
 	reused := r.s.Pos()
 	suffix := r.transcript[reused:]
 	fmt.Fprintf(r.stderr, "ds4: prefill %d tokens (reused %d)\n", len(suffix), reused)
+	r.trace.event("prefill turn=%d transcript=%d cached=%d suffix=%d think=%s", r.turns, len(r.transcript), reused, len(suffix), think)
+	r.trace.tokens("prefill_suffix", reused, suffix)
 	start := time.Now()
-	if err := r.s.Prefill(suffix); err != nil {
-		return fmt.Errorf("prefill: %w", err)
-	}
+	stopped, err := prefill(r.s, suffix, r.stderr, r.interrupted)
 	r.prefillTime += time.Since(start)
-	r.prefillTokens += len(suffix)
-	return nil
+	r.prefillTokens += r.s.Pos() - reused
+	return stopped, err
 }
 
 // stats prints the prefill and generation speeds of the whole chat.
@@ -319,49 +381,136 @@ func (r *repl) stats() {
 // errLineInterrupted reports Ctrl+C typed at the prompt.
 var errLineInterrupted = errors.New("interrupted")
 
-// lineReader returns a function reading one input line, with line editing
-// and in-memory history when stdin and stdout are terminals.
-func lineReader(stdin io.Reader, stdout io.Writer) func() (string, error) {
+// errOpenBlock reports input that ended inside a """ block.
+var errOpenBlock = errors.New(`the input ended inside a """ block; its text was not sent`)
+
+// lineInput reads the chat's input: lines edited on a terminal (with the
+// history recalled by the arrow keys, and bracketed paste so that pasted
+// lines stay together), plain lines otherwise. It adds every message to
+// the history.
+type lineInput struct {
+	hist *history
+	scan *bufio.Scanner // the input when it is not a terminal
+
+	fd  int // the terminal's descriptor
+	rw  io.ReadWriter
+	cr  *ctrlCReader
+	out io.Writer
+	t   *term.Terminal
+}
+
+// newLineInput reads stdin, editing the lines on a terminal when both
+// stdin and stdout are one.
+func newLineInput(stdin io.Reader, stdout io.Writer, hist *history) *lineInput {
 	in, ok1 := stdin.(*os.File)
 	out, ok2 := stdout.(*os.File)
 	if !ok1 || !ok2 || !term.IsTerminal(int(in.Fd())) || !term.IsTerminal(int(out.Fd())) {
 		sc := bufio.NewScanner(stdin)
 		sc.Buffer(nil, 16<<20)
-		return func() (string, error) {
-			if sc.Scan() {
-				return sc.Text(), nil
-			}
-			if err := sc.Err(); err != nil {
-				return "", err
-			}
-			return "", io.EOF
-		}
+		return &lineInput{hist: hist, scan: sc}
 	}
-	fd := int(in.Fd())
 	cr := &ctrlCReader{r: in}
-	t := term.NewTerminal(struct {
+	l := &lineInput{hist: hist, fd: int(in.Fd()), cr: cr, out: out, rw: struct {
 		io.Reader
 		io.Writer
-	}{cr, out}, "ds4> ")
-	read := func() (string, error) {
-		// Raw mode only while editing, so that Ctrl+C during generation
-		// arrives as SIGINT.
-		old, err := term.MakeRaw(fd)
-		if err != nil {
-			return "", fmt.Errorf("terminal: %w", err)
+	}{cr, out}}
+	l.newTerminal()
+	return l
+}
+
+// newTerminal starts a line editor with an empty line on the history.
+func (l *lineInput) newTerminal() {
+	l.t = term.NewTerminal(l.rw, "")
+	l.t.History = editorHistory{l.hist}
+}
+
+// line reads one line, showing prompt on a terminal. pasted reports a
+// line that came whole from a bracketed paste, which goes on after it.
+func (l *lineInput) line(prompt string) (line string, pasted bool, err error) {
+	if l.scan != nil {
+		if l.scan.Scan() {
+			return l.scan.Text(), false, nil
 		}
-		defer term.Restore(fd, old)
-		if w, h, err := term.GetSize(fd); err == nil && w > 0 && h > 0 {
-			t.SetSize(w, h)
+		if err := l.scan.Err(); err != nil {
+			return "", false, err
 		}
-		cr.sawCtrlC = false
-		line, err := t.ReadLine()
-		if err == io.EOF && cr.sawCtrlC {
-			return "", errLineInterrupted
-		}
-		return line, err
+		return "", false, io.EOF
 	}
-	return read
+	// Raw mode only while editing, so that Ctrl+C during generation
+	// arrives as SIGINT.
+	old, err := term.MakeRaw(l.fd)
+	if err != nil {
+		return "", false, fmt.Errorf("terminal: %w", err)
+	}
+	defer term.Restore(l.fd, old)
+	l.t.SetBracketedPasteMode(true)
+	defer l.t.SetBracketedPasteMode(false)
+	if w, h, err := term.GetSize(l.fd); err == nil && w > 0 && h > 0 {
+		l.t.SetSize(w, h)
+	}
+	l.t.SetPrompt(prompt)
+	l.cr.sawCtrlC = false
+	line, err = l.t.ReadLine()
+	switch {
+	case err == term.ErrPasteIndicator:
+		return line, true, nil
+	case err == io.EOF && l.cr.sawCtrlC:
+		// term.Terminal keeps the abandoned text; a fresh editor clears it.
+		fmt.Fprint(l.out, "^C\r\n")
+		l.newTerminal()
+		return "", false, errLineInterrupted
+	}
+	return line, false, err
+}
+
+// message reads the next message: a trimmed line, the lines of a """
+// block, or the lines of a paste up to the line that the user ends with
+// Enter, joined by newlines and trimmed (multi reports the latter two,
+// which are never commands). Empty messages are skipped.
+func (l *lineInput) message() (text string, multi bool, err error) {
+	for {
+		line, pasted, err := l.line("ds4> ")
+		if err != nil {
+			return "", false, err
+		}
+		var lines []string
+		switch {
+		case pasted:
+			lines = append(lines, line)
+			for pasted {
+				if line, pasted, err = l.line("... "); err != nil {
+					return "", false, err
+				}
+				lines = append(lines, line)
+			}
+			l.hist.Add(strings.Join(lines, "\n"))
+		case strings.TrimSpace(line) == blockQuote:
+			l.hist.Add(line)
+			for {
+				line, _, err := l.line("... ")
+				if err == io.EOF {
+					return "", false, errOpenBlock
+				}
+				if err != nil {
+					return "", false, err
+				}
+				l.hist.Add(line)
+				if strings.TrimSpace(line) == blockQuote {
+					break
+				}
+				lines = append(lines, line)
+			}
+		default:
+			l.hist.Add(line)
+			if line = strings.TrimSpace(line); line != "" {
+				return line, false, nil
+			}
+			continue
+		}
+		if text := strings.TrimSpace(strings.Join(lines, "\n")); text != "" {
+			return text, true, nil
+		}
+	}
 }
 
 // ctrlCReader notes whether Ctrl+C went through it, since term.Terminal

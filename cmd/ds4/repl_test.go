@@ -2,15 +2,18 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/prompt"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 )
@@ -27,6 +30,7 @@ func runREPLCmd(t *testing.T, input string, args ...string) (string, string) {
 // runREPLHooks is runREPLCmd with the given interrupt hooks.
 func runREPLHooks(t *testing.T, h replHooks, input string, args ...string) (string, string) {
 	t.Helper()
+	t.Setenv("HOME", t.TempDir()) // the chat saves ~/.ds4_history
 	var out, errOut bytes.Buffer
 	code := runWith(append(append([]string{}, replArgs...), args...), strings.NewReader(input), &out, &errOut, h)
 	require.Equal(t, 0, code, errOut.String())
@@ -70,14 +74,15 @@ func TestREPLCommands(t *testing.T) {
 	require.NoError(t, os.WriteFile("msg.txt", []byte("from a file"), 0o644))
 	out, errOut := runREPLCmd(t, strings.Join([]string{
 		"", "  /help  ", "/nothink", "/think-max", "/think", "/ctx abc", "/ctx -3",
-		"/bogus", "/read missing.txt", "/read msg.txt", "/quit", "never read",
+		"/bogus", "/read", "/read missing.txt", "/read msg.txt", "/quit", "never read",
 	}, "\n"))
 	require.Equal(t, 2, strings.Count(out, "/read FILE"), out) // on start and for /help
-	require.Contains(t, out, "Thinking mode: off.")
+	require.Contains(t, out, "Thinking mode: none.")
 	require.Contains(t, out, "Thinking mode: high (ctx below 393216).")
 	require.Contains(t, out, "Thinking mode: high.")
 	require.Equal(t, 2, strings.Count(errOut, "ds4: /ctx needs a positive integer"), errOut)
-	require.Contains(t, errOut, "ds4: unknown command: /bogus")
+	require.Contains(t, errOut, "ds4: unknown command: /bogus\nds4: type /help for commands\n")
+	require.Contains(t, errOut, "ds4: /read needs a file path\n")
 	require.Contains(t, errOut, "ds4: /read: open missing.txt")
 
 	// /read sends the file as the only turn; /quit stops before "never read".
@@ -91,7 +96,7 @@ func TestREPLCommands(t *testing.T) {
 
 func TestREPLCtx(t *testing.T) {
 	t.Chdir(t.TempDir())
-	_, errOut := runREPLCmd(t, "hello\n/ctx 300\nagain\n", "--nothink")
+	_, errOut := runREPLCmd(t, "hello\n/ctx\t300\nagain\n", "--nothink")
 	ts := prefills(t, errOut)
 	require.Len(t, ts, 2, errOut)
 	// The new session has lost the cache: the whole transcript is evaluated.
@@ -160,4 +165,141 @@ func TestREPLEmptyPrompt(t *testing.T) {
 	code, _, errOut := runCmd("", "--prompt-file", path)
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "prompt is empty")
+}
+
+// evalCounter counts the tokens the engine evaluates, independently of
+// what the chat reports: every token meets ExpertsUsed routed experts in
+// layer 0.
+type evalCounter struct {
+	calls atomic.Int64
+	// at, when set, is called with the number of tokens evaluated so
+	// far each time a token enters layer 0.
+	at func(tokens int)
+}
+
+func (c *evalCounter) ObserveExpert(il, e int, in, mid []float32) {
+	if il != 0 {
+		return
+	}
+	n := c.calls.Add(1)
+	if c.at != nil && n%int64(layout.Tiny().ExpertsUsed) == 0 {
+		c.at(c.tokens())
+	}
+}
+
+func (c *evalCounter) tokens() int { return int(c.calls.Load()) / layout.Tiny().ExpertsUsed }
+
+// TestREPLNoRePrefill counts the tokens the engine really evaluates in a
+// three-turn chat: each turn evaluates only its own message (and the EOS
+// closing the previous answer) plus the tokens it generates, never the
+// earlier turns again.
+func TestREPLNoRePrefill(t *testing.T) {
+	t.Chdir(t.TempDir())
+	c := &evalCounter{}
+	var atFirstToken []int // tokens evaluated when each turn samples its first token
+	h := defaultHooks()
+	h.experts = c
+	h.beforeToken = func(n int) {
+		if n == 0 {
+			atFirstToken = append(atFirstToken, c.tokens())
+		}
+	}
+	msgs := []string{"hello", "second turn", "and a third one"}
+	_, errOut := runREPLHooks(t, h, strings.Join(msgs, "\n")+"\n", "--nothink")
+	require.Len(t, atFirstToken, 3, errOut)
+	// -n 3; the tiny model does not reach EOS so early.
+	const gen = 3
+	// USER + text + ASSISTANT + </think>
+	frame := func(msg string) int { return 1 + bpe(t, msg) + 2 }
+	want := 1 + bpe(t, prompt.CompletionSystem) + frame(msgs[0])
+	require.Equal(t, want, atFirstToken[0])
+	for i := 1; i < 3; i++ {
+		// the previous answer's decodes, then EOS + this message
+		require.Equal(t, gen+1+frame(msgs[i]), atFirstToken[i]-atFirstToken[i-1], "turn %d", i+1)
+	}
+	require.Equal(t, atFirstToken[2]+gen, c.tokens(), "the last answer's decodes")
+	ts := prefills(t, errOut)
+	require.Len(t, ts, 3)
+	for i, st := range ts {
+		require.Equal(t, gen, st.generated)
+		if i > 0 {
+			require.Equal(t, atFirstToken[i]-atFirstToken[i-1]-gen, st.prefill, "reported prefill of turn %d", i+1)
+		}
+	}
+}
+
+// TestREPLInterruptDuringPrefill presses Ctrl+C while a long message is
+// being prefilled: the prefill stops at the next step, the turn is
+// forgotten, and the next turn starts the session over.
+func TestREPLInterruptDuringPrefill(t *testing.T) {
+	t.Chdir(t.TempDir())
+	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 30)
+	require.NoError(t, os.WriteFile("long.txt", []byte(long), 0o644))
+	intr := make(chan os.Signal, 1)
+	c := &evalCounter{}
+	first := 0 // tokens evaluated by turn 1
+	c.at = func(n int) {
+		if n == first+prefillStep+10 {
+			intr <- os.Interrupt // inside the second step of turn 2
+		}
+	}
+	h := replHooks{
+		interrupts: func() (<-chan os.Signal, func()) { return intr, func() {} },
+		experts:    c,
+		beforeToken: func(n int) {
+			if first == 0 {
+				first = c.tokens() + 3 // with the three decodes of -n 3
+			}
+		},
+	}
+	_, errOut := runREPLHooks(t, h, "hello\n/read long.txt\nafter\n", "--nothink", "--ctx", "1024")
+	require.Contains(t, errOut, "ds4: interrupted\n")
+	ts := prefills(t, errOut)
+	require.Len(t, ts, 3, errOut)
+	require.Greater(t, ts[1].prefill, 3*prefillStep, "the long turn spans several steps")
+	// Turn 2 stopped after its second step; turn 3 starts over from the
+	// transcript of turn 1.
+	require.Equal(t, 0, ts[2].reused)
+	require.Equal(t, ts[0].prefill+ts[0].generated+1+1+bpe(t, "after")+2, ts[2].prefill)
+	require.Equal(t, first+2*prefillStep+ts[2].prefill+3, c.tokens())
+}
+
+func TestREPLBlocks(t *testing.T) {
+	t.Chdir(t.TempDir())
+	body := "first line\n  /indented, not a command\n\nlast line"
+	_, errOut := runREPLCmd(t, "\"\"\"\n"+body+"\n  \"\"\"  \n\"\"\"\n\n\"\"\"\n", "--nothink")
+	ts := prefills(t, errOut)
+	require.Len(t, ts, 1, errOut) // the empty block is skipped
+	require.Equal(t, 1+bpe(t, prompt.CompletionSystem)+1+bpe(t, body)+2, ts[0].prefill)
+	require.NotContains(t, errOut, "unknown command")
+
+	_, errOut = runREPLCmd(t, "hi\n\"\"\"\nnever sent\n")
+	require.Len(t, prefills(t, errOut), 1, errOut)
+	require.Contains(t, errOut, `ds4: the input ended inside a """ block; its text was not sent`)
+}
+
+// TestREPLProgressAndMemory checks the context-buffer line at start and
+// after /ctx (the tiny model keeps a 16-row window and ctx/4+2 rows in a
+// ratio-4 layer) and the prefill bar, shown only for a prefill longer
+// than one step.
+func TestREPLProgressAndMemory(t *testing.T) {
+	t.Chdir(t.TempDir())
+	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 10)
+	require.NoError(t, os.WriteFile("long.txt", []byte(long), 0o644))
+	out, errOut := runREPLCmd(t, "hi\n/ctx 1000\n/read long.txt\n", "--nothink")
+	require.Regexp(t, `ds4: context buffers [0-9.]+ MiB \(ctx=512, backend=cpu, prefill_chunk=64, raw_kv_rows=16, compressed_kv_rows=130\)`, errOut)
+	require.Regexp(t, `ds4: context buffers [0-9.]+ MiB \(ctx=1000, backend=cpu, prefill_chunk=64, raw_kv_rows=16, compressed_kv_rows=252\)`, errOut)
+	require.Contains(t, out, "Context: 1000 tokens.")
+	ts := prefills(t, errOut)
+	require.Len(t, ts, 2, errOut)
+	require.LessOrEqual(t, ts[0].prefill, prefillStep)
+	// Only the long turn, prefilled again whole after /ctx, has a bar.
+	require.Equal(t, 1, strings.Count(errOut, "100.0%"), errOut)
+	require.Contains(t, errOut, fmt.Sprintf("ds4: prefill 100.0%% %d/%d", ts[1].prefill, ts[1].prefill))
+}
+
+func TestREPLCtxThinkMaxWarning(t *testing.T) {
+	t.Chdir(t.TempDir())
+	_, errOut := runREPLCmd(t, "/think-max\n/ctx 256\n")
+	require.Contains(t, errOut, "ds4: warning: /ctx needs --ctx >= 393216")
 }

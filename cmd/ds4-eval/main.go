@@ -1,0 +1,380 @@
+// Command ds4-eval is a capability regression run: it asks the model every
+// question of a JSONL question file, lets it think within a token budget,
+// extracts and grades the final answer, and reports (spec harness.md §12).
+//
+//	ds4-eval -f QUESTIONS.jsonl [-m MODEL] [-n TOKENS] [--questions N] [--trace FILE] [--parquet DIR]
+//
+// Each question streams to stdout as it is answered; a report table ends
+// the run. With no -m and no ./ds4flash.gguf the built-in tiny synthetic
+// model answers (with random weights, so every answer is wrong). The
+// question file format is in the -h text and in testdata/README.md, next
+// to a five-question example.
+//
+// --trace FILE writes upstream's trace: the run settings, then per
+// question its fields, how thinking closed, the prompts and the full model
+// output. --parquet DIR writes one row per question to
+// DIR/eval/model=…/date=…/<run_id>.parquet: the run metadata columns of
+// every ds4-go table, the settings (questions_file, ctx, max_tokens,
+// temperature, top_p, min_p, seed, think_mode, the three budget settings,
+// think_close_tokens) and the question's case_index, source, case_id,
+// domain, title, answer_kind, n_choices, prompt, expected, picked, status,
+// passed, prompt_tokens, gen_tokens, stopped_eos, prefill_seconds,
+// gen_seconds, gen_tps, think_close (+ _token_index, _remaining_budget,
+// _rank), error and output (invalid UTF-8 replaced by U+FFFD).
+//
+// Upstream's split-screen terminal UI is not part of this build: output
+// is always the plain stream (--plain and --pause-ms are accepted), with
+// thinking dimmed when stdout is a terminal; Ctrl+C stops the running
+// question and prints the report.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/sample"
+	"github.com/ds4-go/ds4/engine/tokenizer"
+	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/progress"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// usageError marks mistakes in the command line (exit status 2).
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// longPrompt is the prompt length from which prefill shows a progress bar.
+const longPrompt = 2048
+
+// errFailed reports that the run finished with failed cases (exit 1
+// without a message).
+var errFailed = errors.New("some questions failed")
+
+// run executes a command line and returns the exit status: 0 when every
+// question passed, 1 on failed questions or a runtime error, 2 on a bad
+// command line.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := runEval(ctx, args, stdout, stderr)
+	switch {
+	case err == nil, errors.Is(err, pflag.ErrHelp):
+		return 0
+	case errors.Is(err, errFailed):
+		return 1
+	}
+	fmt.Fprintf(stderr, "ds4-eval: %v\n", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}
+
+const usage = `Usage: ds4-eval -f QUESTIONS.jsonl [options]
+
+Asks the model every question of a JSONL file (one JSON object per line),
+streams each answer (thinking dimmed on a terminal), grades the final
+answer line and prints a report. It is a regression run, not a leaderboard.
+
+Question file fields:
+  source, id   required; "source/id" names the case and must be unique
+  question     required; the question text
+  answer       required; the key: a capital letter for multiple choice, a
+               non-negative integer, or a line set "N", "N-M", "3,13-15"
+  choices      0 to 10 strings, rendered "A. …", "B. …"
+  kind         multiple_choice | exact_integer | line_set; when omitted,
+               choices make multiple_choice, source "COMPSEC" line_set,
+               anything else exact_integer
+  domain, title  labels (the title defaults to the question's start)
+
+Grading: the visible answer follows the first "</think>". Multiple choice
+takes the first isolated letter within 96 bytes of the first "answer", else
+the last isolated letter; an integer the first number within 160 bytes of
+"answer", else the last number; a line set the numbers and N-M ranges on
+the "answer" line, passing when every line given is in the key's set.
+
+Thinking budget: with at most --hard-limit-reply-budget tokens left, the
+close of thinking is forced; with at most --soft-limit-reply-budget left it
+is emitted when it ranks in the top --soft-limit-think-close-rank tokens.
+Upstream forces "</think>" as plain text, three ordinary tokens, so its
+soft limit never fires; --think-close-tokens special forces the single
+special token instead (a corrected mode, not upstream's behaviour).
+
+Exit status: 0 when every question passed, 1 on a failed question or a
+runtime error, 2 on a bad command line. Ctrl+C stops the running question
+and prints the report.
+
+Options:
+`
+
+// evalFlags are ds4-eval's options.
+type evalFlags struct {
+	questionsFile, model, mtp, backend, trace, parquet, hash, closeTokens string
+	threads, questions, pauseMS                                           int
+	metal, cuda, useCPU, quality, warm, think, nothink, plain             bool
+	cfg                                                                   harness.EvalConfig
+}
+
+func parseFlags(args []string, stdout, stderr io.Writer) (*evalFlags, error) {
+	f := &evalFlags{}
+	fs := pflag.NewFlagSet("ds4-eval", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.SortFlags = false
+	fs.StringVarP(&f.questionsFile, "questions-file", "f", "", "JSONL question file (required)")
+	fs.StringVarP(&f.model, "model", "m", "", "GGUF model (default ./"+engine.DefaultModel+", else the built-in tiny model)")
+	fs.StringVar(&f.mtp, "mtp", "", "MTP support GGUF (not supported in this build)")
+	fs.BoolVar(&f.metal, "metal", false, "Metal backend (not in this build)")
+	fs.BoolVar(&f.cuda, "cuda", false, "CUDA backend (not in this build)")
+	fs.BoolVar(&f.useCPU, "cpu", false, "CPU backend (the default and only one in this build)")
+	fs.StringVar(&f.backend, "backend", "", "backend by name: cpu")
+	fs.IntVarP(&f.threads, "threads", "t", 0, "CPU worker threads (0: one per CPU)")
+	fs.BoolVar(&f.quality, "quality", false, "prefer exact kernels (the CPU kernels always are)")
+	fs.BoolVar(&f.warm, "warm-weights", false, "touch mapped weights before evaluating (accepted; no effect yet)")
+	fs.IntVarP(&f.cfg.Tokens, "tokens", "n", 16000, "max generated tokens per question (at most 1000000)")
+	fs.IntVar(&f.questions, "questions", 0, "run only the first N questions of the file")
+	fs.Float32Var(&f.cfg.Temperature, "temp", 0, "sampling temperature, 0..100; 0 is greedy")
+	fs.Float32Var(&f.cfg.TopP, "top-p", 1, "nucleus sampling mass, 0..1")
+	fs.Float32Var(&f.cfg.MinP, "min-p", 0.05, "keep tokens at least this times as likely as the top token, 0..1")
+	fs.Uint64Var(&f.cfg.Seed, "seed", 0, "sampling seed (0: from the clock)")
+	fs.StringVar(&f.trace, "trace", "", "write questions, outputs and grading decisions to FILE")
+	fs.BoolVar(&f.think, "think", false, "think before answering (the default)")
+	fs.BoolVar(&f.nothink, "nothink", false, "answer without thinking")
+	fs.IntVar(&f.cfg.SoftBudget, "soft-limit-reply-budget", 1024, "within the last N tokens, close thinking when the close token ranks high")
+	fs.IntVar(&f.cfg.HardBudget, "hard-limit-reply-budget", 512, "force the close of thinking with N tokens left for the answer")
+	fs.IntVar(&f.cfg.SoftRank, "soft-limit-think-close-rank", 3, "soft-close when the close token is in the top N tokens")
+	fs.StringVar(&f.closeTokens, "think-close-tokens", "plain", `tokens forced to close thinking: "plain" (upstream: "</think>" as text) or "special" (the special token)`)
+	fs.IntVar(&f.pauseMS, "pause-ms", 350, "pause after each result in the split-screen UI (accepted; this build always runs --plain)")
+	fs.BoolVar(&f.plain, "plain", false, "plain streamed output (always, in this build)")
+	fs.StringVar(&f.parquet, "parquet", "", "write one Parquet row per question under DIR/eval/model=…/date=…/")
+	fs.StringVar(&f.hash, "hash", string(harness.HashFull), "model fingerprint in the Parquet run metadata: sha256, quick or none")
+	fs.Usage = func() {
+		// -h prints the usage to stdout; a bad command line to stderr.
+		w := stderr
+		for _, a := range args {
+			if a == "-h" || a == "--help" {
+				w = stdout
+			}
+		}
+		fs.SetOutput(w)
+		fmt.Fprint(w, usage)
+		fs.PrintDefaults()
+		fs.SetOutput(stderr)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil, err
+		}
+		return nil, usageError{err}
+	}
+	if err := f.validate(fs); err != nil {
+		return nil, usageError{err}
+	}
+	return f, nil
+}
+
+func (f *evalFlags) validate(fs *pflag.FlagSet) error {
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case f.questionsFile == "":
+		return errors.New("give the question file with -f/--questions-file")
+	case f.think && f.nothink:
+		return errors.New("--think and --nothink exclude each other")
+	case f.metal, f.cuda:
+		return errors.New("only the CPU backend is available in this build (use --cpu)")
+	case f.backend != "" && f.backend != "cpu":
+		return fmt.Errorf("invalid value for --backend: %s (valid backends: cpu)", f.backend)
+	case f.mtp != "":
+		return errors.New("--mtp is not supported in this build")
+	case f.threads < 0:
+		return errors.New("invalid value for --threads: must be >= 0")
+	case fs.Changed("questions") && f.questions <= 0, f.pauseMS <= 0:
+		return errors.New("--questions and --pause-ms must be positive")
+	case f.hash != string(harness.HashFull) && f.hash != string(harness.HashQuick) && f.hash != string(harness.HashNone):
+		return fmt.Errorf("invalid value for --hash: %q (want sha256, quick or none)", f.hash)
+	case f.closeTokens != "plain" && f.closeTokens != "special":
+		return fmt.Errorf("invalid value for --think-close-tokens: %q (want plain or special)", f.closeTokens)
+	}
+	f.cfg.Think = !f.nothink
+	f.cfg.SpecialClose = f.closeTokens == "special"
+	return f.cfg.Validate()
+}
+
+func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseFlags(args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	cases, err := harness.LoadEvalCases(f.questionsFile)
+	if err != nil {
+		return err
+	}
+	if f.questions > len(cases) {
+		return usageError{fmt.Errorf("--questions %d: %s holds only %d questions", f.questions, f.questionsFile, len(cases))}
+	}
+	if f.questions > 0 {
+		cases = cases[:f.questions]
+	}
+	var trace *os.File
+	if f.trace != "" {
+		if trace, err = os.Create(f.trace); err != nil {
+			return usageError{fmt.Errorf("cannot open trace: %w", err)}
+		}
+		defer trace.Close()
+	}
+
+	m, modelPath, err := engine.OpenDefault(f.model)
+	if err != nil {
+		return err
+	}
+	if modelPath == "" {
+		fmt.Fprintf(stderr, "ds4-eval: no -m and no ./%s: using the built-in tiny synthetic model (random weights, every answer is wrong)\n", engine.DefaultModel)
+	}
+	if m.File != nil {
+		defer m.File.Close()
+	}
+	tok, err := tokenizer.Default()
+	if err != nil {
+		return err
+	}
+	prompts := make([][]int, len(cases))
+	for i := range cases {
+		prompts[i] = harness.EncodeEvalPrompt(tok, &cases[i], f.cfg.Think)
+		for _, id := range prompts[i] {
+			if id >= m.Params.Vocab {
+				return fmt.Errorf("case %s: prompt token %d is outside the model's vocabulary (%d)", cases[i].Name(), id, m.Params.Vocab)
+			}
+		}
+	}
+	ctxSize, maxPrompt, maxCase, err := harness.EvalContext(prompts, f.cfg.Tokens)
+	if err != nil {
+		return usageError{err}
+	}
+	fmt.Fprintf(stderr, "ds4-eval: context auto-sized to %d tokens (largest prompt=%d tokens, case=%d, generation budget=%d)\n",
+		ctxSize, maxPrompt, maxCase+1, f.cfg.Tokens)
+	memBytes, rawRows, compRows := harness.ContextMemory(m.Params, ctxSize)
+	fmt.Fprintf(stderr, "ds4-eval: context buffers %.2f MiB (ctx=%d, backend=cpu, raw_kv_rows=%d, compressed_kv_rows=%d)\n",
+		float64(memBytes)/(1<<20), ctxSize, rawRows, compRows)
+
+	be := cpu.New(f.threads)
+	defer be.Close()
+	started := time.Now()
+	var meta harness.RunMeta
+	if f.parquet != "" {
+		meta, err = harness.CollectMeta(harness.MetaOptions{
+			Tool: "ds4-eval", ModelPath: modelPath, Model: m, Backend: "cpu", Threads: be.Workers(),
+			Hash: harness.HashMode(f.hash), Args: append([]string{"ds4-eval"}, args...), Now: started, Progress: stderr,
+		})
+		if err != nil {
+			return err
+		}
+	}
+	s, err := engine.NewSession(m, be, engine.Options{Context: ctxSize})
+	if err != nil {
+		return err
+	}
+	params := sample.Defaults()
+	params.Temperature, params.TopP, params.MinP, params.Seed = f.cfg.Temperature, f.cfg.TopP, f.cfg.MinP, f.cfg.Seed
+	if params.Seed == 0 {
+		params.Seed = uint64(time.Now().UnixNano()) ^ uint64(os.Getpid())<<32
+	}
+	sampler := sample.New(params)
+	f.cfg.Seed = sampler.Params().Seed
+
+	modelName := modelPath
+	if modelName == "" {
+		modelName = "builtin:tiny"
+	}
+	if trace != nil {
+		err := harness.WriteEvalTraceHeader(trace, harness.EvalTraceHeader{
+			Started: started, Model: modelName, Backend: "cpu", Ctx: ctxSize, MaxPromptTokens: maxPrompt,
+			Questions: len(cases), QuestionsFile: f.questionsFile, Config: f.cfg,
+		})
+		if err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+	}
+
+	out := newPlain(stdout)
+	e := &harness.Evaluator{Session: s, Tok: tok, Config: f.cfg, Sampler: sampler, OnToken: out.token}
+	results := make([]harness.EvalResult, len(cases))
+	for i := range cases {
+		results[i] = harness.EvalResult{Index: i, Case: &cases[i], Status: harness.StatusPending, PromptTokens: len(prompts[i])}
+	}
+	var runErr error
+	var runtime time.Duration
+	for i := range cases {
+		if ctx.Err() != nil {
+			break
+		}
+		var bar *progress.Bar
+		prefilled := 0
+		e.OnStart = func(r *harness.EvalResult) {
+			out.start(r, len(cases), f.cfg.Think)
+			if r.PromptTokens >= longPrompt {
+				bar = progress.New(stderr, "prefill", int64(r.PromptTokens), " tok")
+			}
+		}
+		e.Prefill = func(done, total int) {
+			if bar != nil {
+				bar.Add(int64(done - prefilled))
+			}
+			prefilled = done
+		}
+		t0 := time.Now()
+		r, err := e.Run(ctx, i, &cases[i], prompts[i])
+		runtime += time.Since(t0)
+		if bar != nil {
+			bar.Finish()
+		}
+		results[i] = r
+		out.result(&r, len(cases), s.Context())
+		if trace != nil {
+			if err := harness.WriteEvalTraceCase(trace, &r, len(cases), f.cfg, time.Now()); err != nil {
+				return err
+			}
+		}
+		if err != nil {
+			runErr = err
+			break
+		}
+	}
+
+	if err := harness.WriteEvalReport(stdout, results, runtime); err != nil {
+		return err
+	}
+	printSpeed(stderr, results)
+	if trace != nil {
+		if err := harness.WriteEvalTraceSummary(trace, results); err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+	}
+	if f.parquet != "" {
+		path, err := harness.WriteEvalRun(f.parquet, meta, harness.NewEvalSettings(f.questionsFile, ctxSize, f.cfg), results)
+		if err != nil {
+			return errors.Join(runErr, err)
+		}
+		fmt.Fprintf(stderr, "ds4-eval: wrote %s\n", path)
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if _, failed := harness.EvalCounts(results); failed > 0 {
+		return errFailed
+	}
+	return nil
+}

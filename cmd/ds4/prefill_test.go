@@ -1,0 +1,79 @@
+package main
+
+import (
+	"io"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/engine"
+)
+
+// prefillTokens returns n in-vocabulary tokens for the tiny model.
+func prefillTokens(n, vocab int) []int {
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = (i*7919 + 13) % vocab
+	}
+	return ids
+}
+
+// TestPrefillSteps checks that prefilling in steps leaves the same logits
+// as one whole prefill, and that stop ends it between steps.
+func TestPrefillSteps(t *testing.T) {
+	m, err := engine.OpenTiny()
+	require.NoError(t, err)
+	be := cpu.New(0)
+	defer be.Close()
+	ids := prefillTokens(2*prefillStep+5, m.Params.Vocab)
+	whole, err := engine.NewSession(m, be, engine.Options{Context: 256})
+	require.NoError(t, err)
+	require.NoError(t, whole.Prefill(ids))
+	stepped, err := engine.NewSession(m, be, engine.Options{Context: 256})
+	require.NoError(t, err)
+	stopped, err := prefill(stepped, ids, io.Discard, func() bool { return false })
+	require.NoError(t, err)
+	require.False(t, stopped)
+	require.Equal(t, whole.Logits(), stepped.Logits())
+
+	stepped.Reset()
+	asked := 0
+	stopped, err = prefill(stepped, ids, io.Discard, func() bool { asked++; return asked == 2 })
+	require.NoError(t, err)
+	require.True(t, stopped)
+	require.Equal(t, 2*prefillStep, stepped.Pos())
+
+	stepped.Reset()
+	_, err = prefill(stepped, append(ids, m.Params.Vocab), io.Discard, nil)
+	require.ErrorContains(t, err, "prefill: engine: token")
+}
+
+// BenchmarkPrefill compares prefilling 256 tokens in steps of prefillStep
+// (with the progress bar) against one Prefill call: the ratio of the two
+// should stay near 1.
+func BenchmarkPrefill(b *testing.B) {
+	m, err := engine.OpenTiny()
+	require.NoError(b, err)
+	be := cpu.New(0)
+	defer be.Close()
+	ids := prefillTokens(256, m.Params.Vocab)
+	s, err := engine.NewSession(m, be, engine.Options{Context: 512})
+	require.NoError(b, err)
+	b.Run("whole", func(b *testing.B) {
+		for b.Loop() {
+			s.Reset()
+			if err := s.Prefill(ids); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("stepped", func(b *testing.B) {
+		for b.Loop() {
+			s.Reset()
+			if _, err := prefill(s, ids, io.Discard, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
