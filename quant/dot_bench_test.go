@@ -23,8 +23,7 @@ var (
 )
 
 // benchMatrix returns a random weight matrix of type t with rows of
-// benchRowElems elements and about benchWeightBytes in all, with every f16
-// field a finite normal number (subnormals would slow float code).
+// benchRowElems elements and about benchWeightBytes in all (benchRows).
 func benchMatrix(b *testing.B, t Type) (w []byte, rowBytes, rows int) {
 	b.Helper()
 	rowBytes, err := t.RowBytes(benchRowElems)
@@ -32,7 +31,14 @@ func benchMatrix(b *testing.B, t Type) (w []byte, rowBytes, rows int) {
 		b.Fatal(err)
 	}
 	rows = benchWeightBytes / rowBytes
-	w = make([]byte, rows*rowBytes)
+	return benchRows(t, rows, rowBytes), rowBytes, rows
+}
+
+// benchRows returns rows random weight rows of type t and rowBytes bytes
+// each, with every f16 field a finite normal number (subnormals would slow
+// float code).
+func benchRows(t Type, rows, rowBytes int) []byte {
+	w := make([]byte, rows*rowBytes)
 	r := rand.New(rand.NewPCG(1, uint64(t)))
 	for i := 0; i+8 <= len(w); i += 8 {
 		binary.LittleEndian.PutUint64(w[i:], r.Uint64())
@@ -58,12 +64,24 @@ func benchMatrix(b *testing.B, t Type) (w []byte, rowBytes, rows int) {
 			binary.LittleEndian.PutUint32(blk, math.Float32bits(float32(r.NormFloat64())))
 		}
 	}
-	return w, rowBytes, rows
+	return w
 }
 
 // benchVector returns a random activation of benchRowElems elements.
 func benchVector() []float32 {
 	return randActivation(rand.New(rand.NewPCG(2, 3)), benchRowElems)
+}
+
+// benchKernelSets returns the kernel sets the dot benchmarks compare: the
+// pure-Go one and, where this CPU has them, the vector kernels. Each runs
+// as a sub-benchmark named kernels=NAME, so that benchstat -col /kernels
+// sets them side by side.
+func benchKernelSets() []Kernels {
+	sets := []Kernels{GenericKernels()}
+	if k, ok := VectorKernels(); ok {
+		sets = append(sets, k)
+	}
+	return sets
 }
 
 // benchDotQ8K benchmarks a Q8_K-activation kernel over a matrix of type t.
@@ -95,25 +113,103 @@ func benchDotFloat(b *testing.B, t Type, dot func([]byte, []float32) float32) {
 	benchSinkF32 = s
 }
 
+// benchSetsQ8K runs benchDotQ8K on the kernel that dot picks from each
+// kernel set.
+func benchSetsQ8K(b *testing.B, t Type, dot func(Kernels) func([]byte, []BlockQ8K) float32) {
+	for _, k := range benchKernelSets() {
+		b.Run("kernels="+k.Name, func(b *testing.B) { benchDotQ8K(b, t, dot(k)) })
+	}
+}
+
+// benchSetsFloat runs benchDotFloat on the kernel that dot picks from each
+// kernel set.
+func benchSetsFloat(b *testing.B, t Type, dot func(Kernels) func([]byte, []float32) float32) {
+	for _, k := range benchKernelSets() {
+		b.Run("kernels="+k.Name, func(b *testing.B) { benchDotFloat(b, t, dot(k)) })
+	}
+}
+
 func BenchmarkDotQ8_0(b *testing.B) {
 	w, rowBytes, rows := benchMatrix(b, Q8_0)
 	y := make([]BlockQ8_0, benchRowElems/32)
 	QuantizeQ8_0(benchVector(), y)
-	b.SetBytes(int64(len(w)))
-	var s float32
-	for b.Loop() {
-		for r := range rows {
-			s += DotQ8_0(w[r*rowBytes:(r+1)*rowBytes], y)
-		}
+	for _, k := range benchKernelSets() {
+		b.Run("kernels="+k.Name, func(b *testing.B) {
+			b.SetBytes(int64(len(w)))
+			var s float32
+			for b.Loop() {
+				for r := range rows {
+					s += k.Q8_0(w[r*rowBytes:(r+1)*rowBytes], y)
+				}
+			}
+			benchSinkF32 = s
+		})
 	}
-	benchSinkF32 = s
 }
 
-func BenchmarkDotQ2K(b *testing.B)    { benchDotQ8K(b, Q2_K, DotQ2K) }
-func BenchmarkDotIQ2XXS(b *testing.B) { benchDotQ8K(b, IQ2_XXS, DotIQ2XXS) }
-func BenchmarkDotQ4K(b *testing.B)    { benchDotQ8K(b, Q4_K, DotQ4K) }
-func BenchmarkDotF16(b *testing.B)    { benchDotFloat(b, F16, DotF16) }
-func BenchmarkDotF32(b *testing.B)    { benchDotFloat(b, F32, DotF32) }
+func BenchmarkDotQ2K(b *testing.B) {
+	benchSetsQ8K(b, Q2_K, func(k Kernels) func([]byte, []BlockQ8K) float32 { return k.Q2K })
+}
+
+func BenchmarkDotIQ2XXS(b *testing.B) {
+	benchSetsQ8K(b, IQ2_XXS, func(k Kernels) func([]byte, []BlockQ8K) float32 { return k.IQ2XXS })
+}
+
+func BenchmarkDotQ4K(b *testing.B) {
+	benchSetsQ8K(b, Q4_K, func(k Kernels) func([]byte, []BlockQ8K) float32 { return k.Q4K })
+}
+
+func BenchmarkDotF16(b *testing.B) {
+	benchSetsFloat(b, F16, func(k Kernels) func([]byte, []float32) float32 { return k.F16 })
+}
+
+func BenchmarkDotF32(b *testing.B) {
+	benchSetsFloat(b, F32, func(k Kernels) func([]byte, []float32) float32 { return k.F32 })
+}
+
+// BenchmarkDotCached runs each kernel set on one row of benchRowElems
+// elements that stays in the L1 cache, as prefill does when it applies a
+// row to every token of a batch: it measures the kernels' arithmetic
+// without the memory-bandwidth ceiling of the streaming benchmarks.
+func BenchmarkDotCached(b *testing.B) {
+	x := benchVector()
+	y8 := make([]BlockQ8_0, len(x)/32)
+	QuantizeQ8_0(x, y8)
+	yk := make([]BlockQ8K, len(x)/QK_K)
+	QuantizeQ8K(x, yk)
+	row := func(t Type) []byte {
+		rowBytes, err := t.RowBytes(benchRowElems)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return benchRows(t, 1, rowBytes)
+	}
+	types := []struct {
+		name string
+		t    Type
+		dot  func(Kernels, []byte) float32
+	}{
+		{"Q8_0", Q8_0, func(k Kernels, w []byte) float32 { return k.Q8_0(w, y8) }},
+		{"Q2_K", Q2_K, func(k Kernels, w []byte) float32 { return k.Q2K(w, yk) }},
+		{"Q4_K", Q4_K, func(k Kernels, w []byte) float32 { return k.Q4K(w, yk) }},
+		{"IQ2_XXS", IQ2_XXS, func(k Kernels, w []byte) float32 { return k.IQ2XXS(w, yk) }},
+		{"F16", F16, func(k Kernels, w []byte) float32 { return k.F16(w, x) }},
+		{"F32", F32, func(k Kernels, w []byte) float32 { return k.F32(w, x) }},
+	}
+	for _, tc := range types {
+		w := row(tc.t)
+		for _, k := range benchKernelSets() {
+			b.Run("type="+tc.name+"/kernels="+k.Name, func(b *testing.B) {
+				b.SetBytes(int64(len(w)))
+				var s float32
+				for b.Loop() {
+					s += tc.dot(k, w)
+				}
+				benchSinkF32 = s
+			})
+		}
+	}
+}
 
 // BenchmarkReadBaseline sums a benchWeightBytes buffer as uint64 words: the
 // rate at which a plain loop can stream memory. Four independent sums keep

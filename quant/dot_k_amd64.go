@@ -2,11 +2,55 @@
 
 package quant
 
-// Placeholders until the assembly lands (issue 10): each returns the
-// reference result.
+// The AVX2 kernels of dot_k_amd64.s form each block's integer sums with
+// SIMD and then combine them with the block's float scales in scalar
+// float32, in the order of the pure-Go kernels of dot.go, so they return
+// bit for bit the same result. The Go wrappers slice the weight row as the
+// reference does, so a short row panics the same way, and pass the
+// assembly plain pointers and a block count; the assembly takes the
+// BlockQ8K field offsets and the block sizes from go_asm.h.
 
-func dotQ2KAVX2(w []byte, y []BlockQ8K) float32 { return DotQ2K(w, y) }
+// dotQ2KAVX2 is DotQ2K with AVX2.
+func dotQ2KAVX2(w []byte, y []BlockQ8K) float32 {
+	if len(y) == 0 {
+		return 0
+	}
+	w = w[:len(y)*dotQ2KBytes]
+	return dotQ2KAsm(&w[0], &y[0], len(y))
+}
 
-func dotQ4KAVX2(w []byte, y []BlockQ8K) float32 { return DotQ4K(w, y) }
+// dotQ4KAVX2 is DotQ4K with AVX2.
+func dotQ4KAVX2(w []byte, y []BlockQ8K) float32 {
+	if len(y) == 0 {
+		return 0
+	}
+	w = w[:len(y)*dotQ4KBytes]
+	return dotQ4KAsm(&w[0], &y[0], len(y))
+}
 
-func dotIQ2XXSAVX2(w []byte, y []BlockQ8K) float32 { return DotIQ2XXS(w, y) }
+// dotIQ2XXSAVX2 is DotIQ2XXS with AVX2.
+func dotIQ2XXSAVX2(w []byte, y []BlockQ8K) float32 {
+	if len(y) == 0 {
+		return 0
+	}
+	w = w[:len(y)*dotIQ2XXSBytes]
+	return dotIQ2XXSAsm(&w[0], &y[0], len(y))
+}
+
+// dotQ2KAsm returns the Q2_K dot of nb weight blocks at w with nb
+// activation blocks at y (nb > 0).
+//
+//go:noescape
+func dotQ2KAsm(w *byte, y *BlockQ8K, nb int) float32
+
+// dotQ4KAsm returns the Q4_K dot of nb weight blocks at w with nb
+// activation blocks at y (nb > 0).
+//
+//go:noescape
+func dotQ4KAsm(w *byte, y *BlockQ8K, nb int) float32
+
+// dotIQ2XXSAsm returns the IQ2_XXS dot of nb weight blocks at w with nb
+// activation blocks at y (nb > 0).
+//
+//go:noescape
+func dotIQ2XXSAsm(w *byte, y *BlockQ8K, nb int) float32

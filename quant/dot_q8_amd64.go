@@ -2,13 +2,57 @@
 
 package quant
 
-// Placeholders until the assembly lands (issue 10): each returns the
-// reference result.
+// The AVX2 kernels of the Q8_0, F16 and F32 dot products. Each Go function
+// checks the row length as the reference does (a short row panics) and
+// hands the slices to its assembly body in dot_q8_amd64.s.
+//
+// Numerics, against the references in dot.go:
+//
+//   - Q8_0 is bit-identical: the 32 int8 products of a block are summed
+//     exactly in int32 lanes, and the per-block float terms
+//     (f16(d_w)·d_x)·Σ are formed with the same two roundings and added to
+//     one float32 accumulator in block order, as the reference does.
+//   - F16 sums in 64 float32 lanes (eight accumulators of eight lanes)
+//     with fused multiply-adds, then reduces the lanes as a tree and adds
+//     the last len%8 elements one by one. Every term goes through at most
+//     len/64+20 roundings, so the result is within γ(len/64+20)·Σ|w_i·x_i|
+//     of the exact dot, where the reference's sequential sum is within
+//     γ(len)·Σ|w_i·x_i|.
+//   - F32 forms the products exactly in float64, as the reference does,
+//     but sums them in 16 float64 lanes and a tree, so only the order of
+//     the float64 additions differs; after the final rounding to float32
+//     the two agree to within an ulp except under heavy cancellation.
+//
+// Non-finite inputs (Inf, NaN weights or activations, f16 subnormals)
+// follow IEEE arithmetic in both, so they give the same result, up to the
+// payload of a NaN.
 
-func hasF16C() bool { return false }
+// dotQ8_0AVX2 is the AVX2 form of DotQ8_0.
+func dotQ8_0AVX2(w []byte, x []BlockQ8_0) float32 {
+	return dotQ8_0Asm(w[:len(x)*dotQ8_0Bytes], x)
+}
 
-func dotQ8_0AVX2(w []byte, x []BlockQ8_0) float32 { return DotQ8_0(w, x) }
+// dotF16AVX2 is the AVX2 and F16C form of DotF16.
+func dotF16AVX2(w []byte, x []float32) float32 {
+	return dotF16Asm(w[:2*len(x)], x)
+}
 
-func dotF16AVX2(w []byte, x []float32) float32 { return DotF16(w, x) }
+// dotF32AVX2 is the AVX2 form of DotF32.
+func dotF32AVX2(w []byte, x []float32) float32 {
+	return dotF32Asm(w[:4*len(x)], x)
+}
 
-func dotF32AVX2(w []byte, x []float32) float32 { return DotF32(w, x) }
+// dotQ8_0Asm is DotQ8_0 for a row of exactly len(x) blocks.
+//
+//go:noescape
+func dotQ8_0Asm(w []byte, x []BlockQ8_0) float32
+
+// dotF16Asm is DotF16 for a row of exactly len(x) elements.
+//
+//go:noescape
+func dotF16Asm(w []byte, x []float32) float32
+
+// dotF32Asm is DotF32 for a row of exactly len(x) elements.
+//
+//go:noescape
+func dotF32Asm(w []byte, x []float32) float32

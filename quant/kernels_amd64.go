@@ -4,16 +4,22 @@ package quant
 
 import "golang.org/x/sys/cpu"
 
-// vectorKernels returns the AVX2 kernels; every one needs AVX2 and FMA,
-// and the F16 kernel F16C as well.
+// vectorKernels returns the AVX2 kernels. Every one needs AVX2 and FMA, and
+// F16C converts the f16 scales and weights; x/sys/cpu reports AVX2 only
+// when the OS saves the YMM registers. Every CPU with AVX2 so far also has
+// F16C and FMA, so requiring all three loses nothing.
 func vectorKernels() (Kernels, bool) {
 	x := cpu.X86
-	if !x.HasAVX2 || !x.HasFMA {
+	if !x.HasAVX2 || !x.HasFMA || !x.HasF16C {
 		return Kernels{}, false
 	}
-	k := Kernels{Name: "avx2", Q8_0: dotQ8_0AVX2, Q2K: dotQ2KAVX2, Q4K: dotQ4KAVX2, IQ2XXS: dotIQ2XXSAVX2, F16: DotF16, F32: dotF32AVX2}
-	if hasF16C() {
-		k.F16 = dotF16AVX2
-	}
-	return k, true
+	return Kernels{
+		Name:   "avx2",
+		Q8_0:   dotQ8_0AVX2,
+		Q2K:    dotQ2KAVX2,
+		Q4K:    dotQ4KAVX2,
+		IQ2XXS: dotIQ2XXSAVX2,
+		F16:    dotF16AVX2,
+		F32:    dotF32AVX2,
+	}, true
 }

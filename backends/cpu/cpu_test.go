@@ -105,7 +105,9 @@ func actStep(typ quant.Type, x []float32) []float64 {
 }
 
 func TestMatVec(t *testing.T) {
-	be := New(3)
+	// The pure-Go kernels, which refDot reproduces bit for bit; quant's
+	// kernels_test.go holds the vector kernels to them.
+	be := NewWithKernels(3, quant.GenericKernels())
 	defer be.Close()
 	for _, typ := range matTypes {
 		for _, shape := range []struct{ cols, rows int }{{256, 1}, {512, 37}, {768, 16}, {256, 33}} {

@@ -1,0 +1,511 @@
+//go:build amd64 && !purego
+
+#include "go_asm.h"
+#include "textflag.h"
+
+// AVX2 dot products of Q2_K, Q4_K and IQ2_XXS weight rows with Q8_K
+// activations (see dot_k_amd64.go). Each kernel forms a block's exact
+// integer sums in 256-bit registers, folds them to scalars and then does
+// the block's float32 arithmetic one operation at a time, in dot.go's
+// order, so the results match the pure-Go kernels bit for bit.
+//
+// The work per 32 elements is one VPMADDUBSW (unsigned 2- or 4-bit codes,
+// or grid magnitudes, times signed activation bytes, adjacent pairs summed
+// to int16) and one VPMADDWD (the int16 pairs times their 16-element or
+// 32-element scale, summed to int32). No int16 sum can saturate, even for
+// activation codes of -128: a pair is at most 2·3·128 = 768 for Q2_K,
+// 2·15·128 = 3840 for Q4_K and 2·43·128 = 11008 for IQ2_XXS. The 16-element
+// activation sums are used as stored and multiplied in int32 (VPMADDWD),
+// as the reference does.
+//
+// On one core all three are bound by instruction throughput, not memory
+// bandwidth; IQ2_XXS most of all, by its table work (four grid rows and
+// four sign patterns gathered per 32 elements).
+
+// iq2xxsSigns holds, for each 7-bit IQ2_XXS sign index s, the eight bytes
+// of ±1 (0x01 or 0xff) that iq2Sign(s) stands for: byte t is -1 when bit t
+// of iq2Sign(s) is set.
+DATA iq2xxsSigns<>+0(SB)/8, $0x0101010101010101
+DATA iq2xxsSigns<>+8(SB)/8, $0xff010101010101ff
+DATA iq2xxsSigns<>+16(SB)/8, $0xff0101010101ff01
+DATA iq2xxsSigns<>+24(SB)/8, $0x010101010101ffff
+DATA iq2xxsSigns<>+32(SB)/8, $0xff01010101ff0101
+DATA iq2xxsSigns<>+40(SB)/8, $0x0101010101ff01ff
+DATA iq2xxsSigns<>+48(SB)/8, $0x0101010101ffff01
+DATA iq2xxsSigns<>+56(SB)/8, $0xff01010101ffffff
+DATA iq2xxsSigns<>+64(SB)/8, $0xff010101ff010101
+DATA iq2xxsSigns<>+72(SB)/8, $0x01010101ff0101ff
+DATA iq2xxsSigns<>+80(SB)/8, $0x01010101ff01ff01
+DATA iq2xxsSigns<>+88(SB)/8, $0xff010101ff01ffff
+DATA iq2xxsSigns<>+96(SB)/8, $0x01010101ffff0101
+DATA iq2xxsSigns<>+104(SB)/8, $0xff010101ffff01ff
+DATA iq2xxsSigns<>+112(SB)/8, $0xff010101ffffff01
+DATA iq2xxsSigns<>+120(SB)/8, $0x01010101ffffffff
+DATA iq2xxsSigns<>+128(SB)/8, $0xff0101ff01010101
+DATA iq2xxsSigns<>+136(SB)/8, $0x010101ff010101ff
+DATA iq2xxsSigns<>+144(SB)/8, $0x010101ff0101ff01
+DATA iq2xxsSigns<>+152(SB)/8, $0xff0101ff0101ffff
+DATA iq2xxsSigns<>+160(SB)/8, $0x010101ff01ff0101
+DATA iq2xxsSigns<>+168(SB)/8, $0xff0101ff01ff01ff
+DATA iq2xxsSigns<>+176(SB)/8, $0xff0101ff01ffff01
+DATA iq2xxsSigns<>+184(SB)/8, $0x010101ff01ffffff
+DATA iq2xxsSigns<>+192(SB)/8, $0x010101ffff010101
+DATA iq2xxsSigns<>+200(SB)/8, $0xff0101ffff0101ff
+DATA iq2xxsSigns<>+208(SB)/8, $0xff0101ffff01ff01
+DATA iq2xxsSigns<>+216(SB)/8, $0x010101ffff01ffff
+DATA iq2xxsSigns<>+224(SB)/8, $0xff0101ffffff0101
+DATA iq2xxsSigns<>+232(SB)/8, $0x010101ffffff01ff
+DATA iq2xxsSigns<>+240(SB)/8, $0x010101ffffffff01
+DATA iq2xxsSigns<>+248(SB)/8, $0xff0101ffffffffff
+DATA iq2xxsSigns<>+256(SB)/8, $0xff01ff0101010101
+DATA iq2xxsSigns<>+264(SB)/8, $0x0101ff01010101ff
+DATA iq2xxsSigns<>+272(SB)/8, $0x0101ff010101ff01
+DATA iq2xxsSigns<>+280(SB)/8, $0xff01ff010101ffff
+DATA iq2xxsSigns<>+288(SB)/8, $0x0101ff0101ff0101
+DATA iq2xxsSigns<>+296(SB)/8, $0xff01ff0101ff01ff
+DATA iq2xxsSigns<>+304(SB)/8, $0xff01ff0101ffff01
+DATA iq2xxsSigns<>+312(SB)/8, $0x0101ff0101ffffff
+DATA iq2xxsSigns<>+320(SB)/8, $0x0101ff01ff010101
+DATA iq2xxsSigns<>+328(SB)/8, $0xff01ff01ff0101ff
+DATA iq2xxsSigns<>+336(SB)/8, $0xff01ff01ff01ff01
+DATA iq2xxsSigns<>+344(SB)/8, $0x0101ff01ff01ffff
+DATA iq2xxsSigns<>+352(SB)/8, $0xff01ff01ffff0101
+DATA iq2xxsSigns<>+360(SB)/8, $0x0101ff01ffff01ff
+DATA iq2xxsSigns<>+368(SB)/8, $0x0101ff01ffffff01
+DATA iq2xxsSigns<>+376(SB)/8, $0xff01ff01ffffffff
+DATA iq2xxsSigns<>+384(SB)/8, $0x0101ffff01010101
+DATA iq2xxsSigns<>+392(SB)/8, $0xff01ffff010101ff
+DATA iq2xxsSigns<>+400(SB)/8, $0xff01ffff0101ff01
+DATA iq2xxsSigns<>+408(SB)/8, $0x0101ffff0101ffff
+DATA iq2xxsSigns<>+416(SB)/8, $0xff01ffff01ff0101
+DATA iq2xxsSigns<>+424(SB)/8, $0x0101ffff01ff01ff
+DATA iq2xxsSigns<>+432(SB)/8, $0x0101ffff01ffff01
+DATA iq2xxsSigns<>+440(SB)/8, $0xff01ffff01ffffff
+DATA iq2xxsSigns<>+448(SB)/8, $0xff01ffffff010101
+DATA iq2xxsSigns<>+456(SB)/8, $0x0101ffffff0101ff
+DATA iq2xxsSigns<>+464(SB)/8, $0x0101ffffff01ff01
+DATA iq2xxsSigns<>+472(SB)/8, $0xff01ffffff01ffff
+DATA iq2xxsSigns<>+480(SB)/8, $0x0101ffffffff0101
+DATA iq2xxsSigns<>+488(SB)/8, $0xff01ffffffff01ff
+DATA iq2xxsSigns<>+496(SB)/8, $0xff01ffffffffff01
+DATA iq2xxsSigns<>+504(SB)/8, $0x0101ffffffffffff
+DATA iq2xxsSigns<>+512(SB)/8, $0xffff010101010101
+DATA iq2xxsSigns<>+520(SB)/8, $0x01ff0101010101ff
+DATA iq2xxsSigns<>+528(SB)/8, $0x01ff01010101ff01
+DATA iq2xxsSigns<>+536(SB)/8, $0xffff01010101ffff
+DATA iq2xxsSigns<>+544(SB)/8, $0x01ff010101ff0101
+DATA iq2xxsSigns<>+552(SB)/8, $0xffff010101ff01ff
+DATA iq2xxsSigns<>+560(SB)/8, $0xffff010101ffff01
+DATA iq2xxsSigns<>+568(SB)/8, $0x01ff010101ffffff
+DATA iq2xxsSigns<>+576(SB)/8, $0x01ff0101ff010101
+DATA iq2xxsSigns<>+584(SB)/8, $0xffff0101ff0101ff
+DATA iq2xxsSigns<>+592(SB)/8, $0xffff0101ff01ff01
+DATA iq2xxsSigns<>+600(SB)/8, $0x01ff0101ff01ffff
+DATA iq2xxsSigns<>+608(SB)/8, $0xffff0101ffff0101
+DATA iq2xxsSigns<>+616(SB)/8, $0x01ff0101ffff01ff
+DATA iq2xxsSigns<>+624(SB)/8, $0x01ff0101ffffff01
+DATA iq2xxsSigns<>+632(SB)/8, $0xffff0101ffffffff
+DATA iq2xxsSigns<>+640(SB)/8, $0x01ff01ff01010101
+DATA iq2xxsSigns<>+648(SB)/8, $0xffff01ff010101ff
+DATA iq2xxsSigns<>+656(SB)/8, $0xffff01ff0101ff01
+DATA iq2xxsSigns<>+664(SB)/8, $0x01ff01ff0101ffff
+DATA iq2xxsSigns<>+672(SB)/8, $0xffff01ff01ff0101
+DATA iq2xxsSigns<>+680(SB)/8, $0x01ff01ff01ff01ff
+DATA iq2xxsSigns<>+688(SB)/8, $0x01ff01ff01ffff01
+DATA iq2xxsSigns<>+696(SB)/8, $0xffff01ff01ffffff
+DATA iq2xxsSigns<>+704(SB)/8, $0xffff01ffff010101
+DATA iq2xxsSigns<>+712(SB)/8, $0x01ff01ffff0101ff
+DATA iq2xxsSigns<>+720(SB)/8, $0x01ff01ffff01ff01
+DATA iq2xxsSigns<>+728(SB)/8, $0xffff01ffff01ffff
+DATA iq2xxsSigns<>+736(SB)/8, $0x01ff01ffffff0101
+DATA iq2xxsSigns<>+744(SB)/8, $0xffff01ffffff01ff
+DATA iq2xxsSigns<>+752(SB)/8, $0xffff01ffffffff01
+DATA iq2xxsSigns<>+760(SB)/8, $0x01ff01ffffffffff
+DATA iq2xxsSigns<>+768(SB)/8, $0x01ffff0101010101
+DATA iq2xxsSigns<>+776(SB)/8, $0xffffff01010101ff
+DATA iq2xxsSigns<>+784(SB)/8, $0xffffff010101ff01
+DATA iq2xxsSigns<>+792(SB)/8, $0x01ffff010101ffff
+DATA iq2xxsSigns<>+800(SB)/8, $0xffffff0101ff0101
+DATA iq2xxsSigns<>+808(SB)/8, $0x01ffff0101ff01ff
+DATA iq2xxsSigns<>+816(SB)/8, $0x01ffff0101ffff01
+DATA iq2xxsSigns<>+824(SB)/8, $0xffffff0101ffffff
+DATA iq2xxsSigns<>+832(SB)/8, $0xffffff01ff010101
+DATA iq2xxsSigns<>+840(SB)/8, $0x01ffff01ff0101ff
+DATA iq2xxsSigns<>+848(SB)/8, $0x01ffff01ff01ff01
+DATA iq2xxsSigns<>+856(SB)/8, $0xffffff01ff01ffff
+DATA iq2xxsSigns<>+864(SB)/8, $0x01ffff01ffff0101
+DATA iq2xxsSigns<>+872(SB)/8, $0xffffff01ffff01ff
+DATA iq2xxsSigns<>+880(SB)/8, $0xffffff01ffffff01
+DATA iq2xxsSigns<>+888(SB)/8, $0x01ffff01ffffffff
+DATA iq2xxsSigns<>+896(SB)/8, $0xffffffff01010101
+DATA iq2xxsSigns<>+904(SB)/8, $0x01ffffff010101ff
+DATA iq2xxsSigns<>+912(SB)/8, $0x01ffffff0101ff01
+DATA iq2xxsSigns<>+920(SB)/8, $0xffffffff0101ffff
+DATA iq2xxsSigns<>+928(SB)/8, $0x01ffffff01ff0101
+DATA iq2xxsSigns<>+936(SB)/8, $0xffffffff01ff01ff
+DATA iq2xxsSigns<>+944(SB)/8, $0xffffffff01ffff01
+DATA iq2xxsSigns<>+952(SB)/8, $0x01ffffff01ffffff
+DATA iq2xxsSigns<>+960(SB)/8, $0x01ffffffff010101
+DATA iq2xxsSigns<>+968(SB)/8, $0xffffffffff0101ff
+DATA iq2xxsSigns<>+976(SB)/8, $0xffffffffff01ff01
+DATA iq2xxsSigns<>+984(SB)/8, $0x01ffffffff01ffff
+DATA iq2xxsSigns<>+992(SB)/8, $0xffffffffffff0101
+DATA iq2xxsSigns<>+1000(SB)/8, $0x01ffffffffff01ff
+DATA iq2xxsSigns<>+1008(SB)/8, $0x01ffffffffffff01
+DATA iq2xxsSigns<>+1016(SB)/8, $0xffffffffffffffff
+GLOBL iq2xxsSigns<>(SB), RODATA|NOPTR, $1024
+
+// q2kScaleShuf holds four VPSHUFB controls. Applied to a register whose two
+// 128-bit lanes both hold eight int16 scales, control j puts scale 2j in
+// every word of the low lane and scale 2j+1 in every word of the high lane:
+// the scales of the two 16-element halves of the j-th 32-element slice.
+DATA q2kScaleShuf<>+0(SB)/8, $0x0100010001000100
+DATA q2kScaleShuf<>+8(SB)/8, $0x0100010001000100
+DATA q2kScaleShuf<>+16(SB)/8, $0x0302030203020302
+DATA q2kScaleShuf<>+24(SB)/8, $0x0302030203020302
+DATA q2kScaleShuf<>+32(SB)/8, $0x0504050405040504
+DATA q2kScaleShuf<>+40(SB)/8, $0x0504050405040504
+DATA q2kScaleShuf<>+48(SB)/8, $0x0706070607060706
+DATA q2kScaleShuf<>+56(SB)/8, $0x0706070607060706
+DATA q2kScaleShuf<>+64(SB)/8, $0x0908090809080908
+DATA q2kScaleShuf<>+72(SB)/8, $0x0908090809080908
+DATA q2kScaleShuf<>+80(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q2kScaleShuf<>+88(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q2kScaleShuf<>+96(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q2kScaleShuf<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q2kScaleShuf<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA q2kScaleShuf<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL q2kScaleShuf<>(SB), RODATA|NOPTR, $128
+
+// q4kScaleShuf holds eight VPSHUFB controls; control j broadcasts int16
+// word j of each 128-bit lane to the whole lane.
+DATA q4kScaleShuf<>+0(SB)/8, $0x0100010001000100
+DATA q4kScaleShuf<>+8(SB)/8, $0x0100010001000100
+DATA q4kScaleShuf<>+16(SB)/8, $0x0100010001000100
+DATA q4kScaleShuf<>+24(SB)/8, $0x0100010001000100
+DATA q4kScaleShuf<>+32(SB)/8, $0x0302030203020302
+DATA q4kScaleShuf<>+40(SB)/8, $0x0302030203020302
+DATA q4kScaleShuf<>+48(SB)/8, $0x0302030203020302
+DATA q4kScaleShuf<>+56(SB)/8, $0x0302030203020302
+DATA q4kScaleShuf<>+64(SB)/8, $0x0504050405040504
+DATA q4kScaleShuf<>+72(SB)/8, $0x0504050405040504
+DATA q4kScaleShuf<>+80(SB)/8, $0x0504050405040504
+DATA q4kScaleShuf<>+88(SB)/8, $0x0504050405040504
+DATA q4kScaleShuf<>+96(SB)/8, $0x0706070607060706
+DATA q4kScaleShuf<>+104(SB)/8, $0x0706070607060706
+DATA q4kScaleShuf<>+112(SB)/8, $0x0706070607060706
+DATA q4kScaleShuf<>+120(SB)/8, $0x0706070607060706
+DATA q4kScaleShuf<>+128(SB)/8, $0x0908090809080908
+DATA q4kScaleShuf<>+136(SB)/8, $0x0908090809080908
+DATA q4kScaleShuf<>+144(SB)/8, $0x0908090809080908
+DATA q4kScaleShuf<>+152(SB)/8, $0x0908090809080908
+DATA q4kScaleShuf<>+160(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q4kScaleShuf<>+168(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q4kScaleShuf<>+176(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q4kScaleShuf<>+184(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q4kScaleShuf<>+192(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q4kScaleShuf<>+200(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q4kScaleShuf<>+208(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q4kScaleShuf<>+216(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q4kScaleShuf<>+224(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA q4kScaleShuf<>+232(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA q4kScaleShuf<>+240(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA q4kScaleShuf<>+248(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL q4kScaleShuf<>(SB), RODATA|NOPTR, $256
+
+// q4kMinDup is the VPSHUFB control that turns bytes 8..15 (the eight Q4_K
+// min codes) into the sixteen bytes m0 m0 m1 m1 … m7 m7, one per Q8_K
+// 16-element sum.
+DATA q4kMinDup<>+0(SB)/8, $0x0b0b0a0a09090808
+DATA q4kMinDup<>+8(SB)/8, $0x0f0f0e0e0d0d0c0c
+GLOBL q4kMinDup<>(SB), RODATA|NOPTR, $16
+
+// iq2xxsScales holds, for each 4-bit IQ2_XXS group scale ls, the int16
+// pair (2ls+1, 2ls+1): one VPBROADCASTD from it gives the VPMADDWD
+// multiplier of a group in a single load.
+DATA iq2xxsScales<>+0(SB)/4, $0x00010001
+DATA iq2xxsScales<>+4(SB)/4, $0x00030003
+DATA iq2xxsScales<>+8(SB)/4, $0x00050005
+DATA iq2xxsScales<>+12(SB)/4, $0x00070007
+DATA iq2xxsScales<>+16(SB)/4, $0x00090009
+DATA iq2xxsScales<>+20(SB)/4, $0x000b000b
+DATA iq2xxsScales<>+24(SB)/4, $0x000d000d
+DATA iq2xxsScales<>+28(SB)/4, $0x000f000f
+DATA iq2xxsScales<>+32(SB)/4, $0x00110011
+DATA iq2xxsScales<>+36(SB)/4, $0x00130013
+DATA iq2xxsScales<>+40(SB)/4, $0x00150015
+DATA iq2xxsScales<>+44(SB)/4, $0x00170017
+DATA iq2xxsScales<>+48(SB)/4, $0x00190019
+DATA iq2xxsScales<>+52(SB)/4, $0x001b001b
+DATA iq2xxsScales<>+56(SB)/4, $0x001d001d
+DATA iq2xxsScales<>+60(SB)/4, $0x001f001f
+GLOBL iq2xxsScales<>(SB), RODATA|NOPTR, $64
+
+// IQ2GROUP adds to Y1 the integer sum of IQ2_XXS group g (elements 32g to
+// 32g+31) of the block at SI against the Q8_K block at DI, times the group
+// scale 2ls+1. One 64-bit load brings the group's four grid indices and
+// its sign/scale word a1; the four grid rows (eight magnitude bytes each)
+// come from the table at R8 and the four sign patterns, as ±1 bytes, from
+// the table at R9, each as 64-bit loads assembled into one 256-bit
+// register; the scale multiplier comes from the table at R10.
+//
+// The signs go on the weights and the product is formed as
+// |q8|·(grid·sign·sgn(q8)), so an activation code of -128 is handled
+// exactly (applying the signs to q8 instead would turn -(-128) into -128);
+// that costs two instructions per group, about 8% of the kernel's time.
+#define IQ2GROUP(g) \
+	MOVQ    (g*8+2)(SI), BX; \
+	MOVBLZX BL, DX; \
+	VMOVQ   (R8)(DX*8), X2; \
+	MOVBLZX BH, DX; \
+	VPINSRQ $1, (R8)(DX*8), X2, X2; \
+	SHRQ    $16, BX; \
+	MOVBLZX BL, DX; \
+	VMOVQ   (R8)(DX*8), X3; \
+	MOVBLZX BH, DX; \
+	VPINSRQ $1, (R8)(DX*8), X3, X3; \
+	VINSERTI128 $1, X3, Y2, Y2; \
+	SHRQ    $16, BX; \
+	MOVL    BX, DX; \
+	ANDL    $127, DX; \
+	VMOVQ   (R9)(DX*8), X4; \
+	MOVL    BX, DX; \
+	SHRL    $7, DX; \
+	ANDL    $127, DX; \
+	VPINSRQ $1, (R9)(DX*8), X4, X4; \
+	MOVL    BX, DX; \
+	SHRL    $14, DX; \
+	ANDL    $127, DX; \
+	VMOVQ   (R9)(DX*8), X5; \
+	MOVL    BX, DX; \
+	SHRL    $21, DX; \
+	ANDL    $127, DX; \
+	VPINSRQ $1, (R9)(DX*8), X5, X5; \
+	VINSERTI128 $1, X5, Y4, Y4; \
+	VMOVDQU (g*32+BlockQ8K_Qs)(DI), Y5; \
+	VPSIGNB Y4, Y2, Y2; \
+	VPSIGNB Y5, Y2, Y2; \
+	VPABSB  Y5, Y5; \
+	VPMADDUBSW Y2, Y5, Y5; \
+	SHRL    $28, BX; \
+	VPBROADCASTD (R10)(BX*4), Y6; \
+	VPMADDWD Y6, Y5, Y5; \
+	VPADDD  Y5, Y1, Y1
+
+// func dotIQ2XXSAsm(w *byte, y *BlockQ8K, nb int) float32
+TEXT ·dotIQ2XXSAsm(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ nb+16(FP), CX
+	LEAQ ·iq2xxsGrid(SB), R8
+	LEAQ iq2xxsSigns<>(SB), R9
+	LEAQ iq2xxsScales<>(SB), R10
+	VXORPS X0, X0, X0 // sumf
+
+iq2loop:
+	VPXOR Y1, Y1, Y1
+	IQ2GROUP(0)
+	IQ2GROUP(1)
+	IQ2GROUP(2)
+	IQ2GROUP(3)
+	IQ2GROUP(4)
+	IQ2GROUP(5)
+	IQ2GROUP(6)
+	IQ2GROUP(7)
+
+	// bsum = the eight int32 lanes of Y1 added.
+	VEXTRACTI128 $1, Y1, X2
+	VPADDD       X2, X1, X1
+	VPSHUFD      $0x4e, X1, X2
+	VPADDD       X2, X1, X1
+	VPSHUFD      $0xb1, X1, X2
+	VPADDD       X2, X1, X1
+	VCVTDQ2PS    X1, X1
+
+	// sumf += (f16(d)·D)·float32(bsum)
+	MOVWLZX   (SI), AX
+	VMOVD     AX, X2
+	VCVTPH2PS X2, X2
+	VMULSS    BlockQ8K_D(DI), X2, X2
+	VMULSS    X1, X2, X2
+	VADDSS    X2, X0, X0
+
+	ADDQ $const_dotIQ2XXSBytes, SI
+	ADDQ $BlockQ8K__size, DI
+	DECQ CX
+	JNZ  iq2loop
+
+	MOVL   $0x3e000000, AX // 0.125
+	VMOVD  AX, X1
+	VMULSS X1, X0, X0
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// Q2STEP adds to Y9 the sum of one 32-element slice whose 2-bit codes are
+// the low two bits of the bytes of Yq, against the Q8_K codes at offset off
+// of DI, with the slice's two scales taken from Ys by the shuffle control
+// in Yc. Y15 holds 0x03 bytes.
+#define Q2STEP(Yq, off, Ys, Yc) \
+	VPAND      Y15, Yq, Y6; \
+	VPMADDUBSW (off+BlockQ8K_Qs)(DI), Y6, Y6; \
+	VPSHUFB    Yc, Ys, Y7; \
+	VPMADDWD   Y7, Y6, Y6; \
+	VPADDD     Y6, Y9, Y9
+
+// Q2HALF adds to Y9 the scaled sums of half h (elements 128h to 128h+127),
+// whose code bytes hold slice j in bits 2j..2j+1, with its scales in Ys.
+#define Q2HALF(h, Ys) \
+	VMOVDQU (h*32+16)(SI), Y5; \
+	Q2STEP(Y5, h*128, Ys, Y10); \
+	VPSRLW  $2, Y5, Y8; \
+	Q2STEP(Y8, h*128+32, Ys, Y11); \
+	VPSRLW  $4, Y5, Y8; \
+	Q2STEP(Y8, h*128+64, Ys, Y12); \
+	VPSRLW  $6, Y5, Y8; \
+	Q2STEP(Y8, h*128+96, Ys, Y13)
+
+// FINISHK folds the isum lanes of Y9 and the summs lanes of Y2 and does
+// sumf += float32((D·d)·float32(isum)) - float32((D·dmin)·float32(summs))
+// in X0, with the f16 pair d, dmin at doff(SI).
+#define FINISHK(doff) \
+	VEXTRACTI128 $1, Y9, X6; \
+	VPADDD       X6, X9, X9; \
+	VEXTRACTI128 $1, Y2, X6; \
+	VPADDD       X6, X2, X2; \
+	VPHADDD      X2, X9, X9; \
+	VPHADDD      X9, X9, X9; \
+	VCVTDQ2PS    X9, X9; \
+	VMOVD        doff(SI), X6; \
+	VCVTPH2PS    X6, X6; \
+	VBROADCASTSS BlockQ8K_D(DI), X7; \
+	VMULPS       X7, X6, X6; \
+	VMULPS       X6, X9, X9; \
+	VMOVSHDUP    X9, X6; \
+	VSUBSS       X6, X9, X9; \
+	VADDSS       X9, X0, X0
+
+// func dotQ2KAsm(w *byte, y *BlockQ8K, nb int) float32
+TEXT ·dotQ2KAsm(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ nb+16(FP), CX
+	VXORPS X0, X0, X0 // sumf
+	MOVL         $0x03030303, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	VMOVDQU q2kScaleShuf<>+0(SB), Y10
+	VMOVDQU q2kScaleShuf<>+32(SB), Y11
+	VMOVDQU q2kScaleShuf<>+64(SB), Y12
+	VMOVDQU q2kScaleShuf<>+96(SB), Y13
+
+q2loop:
+	// Min term: Σ_g bsum_g·m_g, m_g the high nibble of scales[g].
+	VMOVDQU   (SI), X1
+	VPSRLW    $4, X1, X2
+	VPAND     X14, X2, X2
+	VPAND     X14, X1, X1
+	VPMOVZXBW X2, Y2
+	VPMADDWD  (BlockQ8K_Bsums)(DI), Y2, Y2
+
+	// Scale codes as int16: 0..7 in both lanes of Y3, 8..15 of Y4.
+	VPMOVZXBW X1, Y1
+	VPERMQ    $0x44, Y1, Y3
+	VPERMQ    $0xee, Y1, Y4
+
+	VPXOR Y9, Y9, Y9
+	Q2HALF(0, Y3)
+	Q2HALF(1, Y4)
+	FINISHK(80)
+
+	ADDQ $const_dotQ2KBytes, SI
+	ADDQ $BlockQ8K__size, DI
+	DECQ CX
+	JNZ  q2loop
+
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// Q4PAIR adds to Y9 the scaled sums of sub-blocks 2p and 2p+1, whose codes
+// are the low and high nibbles of the 32 bytes at qs[32p]. Y3 holds the
+// eight int16 scales in both lanes, Y14 0x0f bytes.
+#define Q4PAIR(p) \
+	VMOVDQU    (p*32+16)(SI), Y4; \
+	VPAND      Y14, Y4, Y5; \
+	VPSRLW     $4, Y4, Y4; \
+	VPAND      Y14, Y4, Y4; \
+	VPMADDUBSW (p*64+BlockQ8K_Qs)(DI), Y5, Y5; \
+	VPMADDUBSW (p*64+32+BlockQ8K_Qs)(DI), Y4, Y4; \
+	VPSHUFB    q4kScaleShuf<>+(p*64)(SB), Y3, Y6; \
+	VPSHUFB    q4kScaleShuf<>+(p*64+32)(SB), Y3, Y7; \
+	VPMADDWD   Y6, Y5, Y5; \
+	VPMADDWD   Y7, Y4, Y4; \
+	VPADDD     Y5, Y9, Y9; \
+	VPADDD     Y4, Y9, Y9
+
+// func dotQ4KAsm(w *byte, y *BlockQ8K, nb int) float32
+TEXT ·dotQ4KAsm(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ nb+16(FP), CX
+	VXORPS X0, X0, X0 // sumf
+	MOVL         $0x0f0f0f0f, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	VMOVDQU      q4kMinDup<>(SB), X13
+
+q4loop:
+	// Unpack the 6-bit codes (dotQ4KScaleMin) four at a time:
+	// sc0..3 = s[0:4]&63, m0..3 = s[4:8]&63,
+	// sc4..7 = s[8:12]&15 | (s[0:4]>>6)<<4, m4..7 = s[8:12]>>4 | (s[4:8]>>6)<<4.
+	MOVL 4(SI), AX
+	MOVL 8(SI), BX
+	MOVL 12(SI), DX
+	MOVL AX, R10
+	SHRL $6, R10
+	ANDL $0x03030303, R10
+	SHLL $4, R10
+	MOVL DX, R11
+	ANDL $0x0f0f0f0f, R11
+	ORL  R11, R10
+	MOVL BX, R11
+	SHRL $6, R11
+	ANDL $0x03030303, R11
+	SHLL $4, R11
+	SHRL $4, DX
+	ANDL $0x0f0f0f0f, DX
+	ORL  DX, R11
+	ANDL $0x3f3f3f3f, AX
+	ANDL $0x3f3f3f3f, BX
+	VMOVD   AX, X1
+	VPINSRD $1, R10, X1, X1
+	VPINSRD $2, BX, X1, X1
+	VPINSRD $3, R11, X1, X1 // bytes sc0..sc7, m0..m7
+
+	// Min term: Σ_j m_j·(bsum_2j + bsum_2j+1), each pair in int32.
+	VPSHUFB   X13, X1, X2
+	VPMOVZXBW X2, Y2
+	VPMADDWD  (BlockQ8K_Bsums)(DI), Y2, Y2
+
+	VPMOVZXBW X1, Y1
+	VPERMQ    $0x44, Y1, Y3
+
+	VPXOR Y9, Y9, Y9
+	Q4PAIR(0)
+	Q4PAIR(1)
+	Q4PAIR(2)
+	Q4PAIR(3)
+	FINISHK(0)
+
+	ADDQ $const_dotQ4KBytes, SI
+	ADDQ $BlockQ8K__size, DI
+	DECQ CX
+	JNZ  q4loop
+
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET

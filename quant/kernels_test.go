@@ -1,0 +1,673 @@
+package quant_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/ds4-go/ds4/backends"
+	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/quant"
+	"github.com/stretchr/testify/require"
+)
+
+// The vector kernels are checked against the pure-Go ones field by field of
+// quant.Kernels, on random and extreme inputs of many sizes:
+//
+//   - the quantized fields must give the generic result bit for bit (any
+//     NaN matches any NaN): their block sums are exact integers and the
+//     vector kernels combine the float scales in the reference's order;
+//   - F16 must be within γ(n/64+20)·Σ|w_i·x_i| of the exact dot, the bound
+//     of its 64-lane summation (dot_q8_amd64.go), and F32 within
+//     u·|dot| + 3·γ64(n+1)·Σ|w_i·x_i| (one float32 rounding of a float64
+//     sum); each bound also allows 2^-150 per rounding for results in the
+//     float32 subnormal range.
+//
+// Where the generic result of a float kernel is not finite the vector one
+// must be the same Inf or a NaN. When Σ|terms| reaches the float32 range
+// the sum may overflow in one order and not in another, and nothing is
+// compared.
+
+// unitRoundoff32 and unitRoundoff64 are the unit roundoffs of float32 and
+// float64; underflow32 is the most a float32 rounding into the subnormal
+// range can move a value, which the relative bounds do not cover.
+const (
+	unitRoundoff32 = 0x1p-24
+	unitRoundoff64 = 0x1p-53
+	underflow32    = 0x1p-150
+)
+
+// gamma returns the bound k·u/(1-k·u) on the relative error of k roundings
+// with unit roundoff u.
+func gamma(k int, u float64) float64 { return float64(k) * u / (1 - float64(k)*u) }
+
+// dotCase is one weight row and one activation, in the form its field
+// takes.
+type dotCase struct {
+	name string
+	w    []byte
+	q80  []quant.BlockQ8_0
+	q8k  []quant.BlockQ8K
+	x    []float32
+}
+
+// checkKind says how a field's vector result is compared with the generic
+// one.
+type checkKind int
+
+const (
+	checkExact checkKind = iota // bit for bit
+	checkF16                    // against the exact dot, γ(n/64+20)
+	checkF32                    // against the exact dot, one float32 rounding
+)
+
+// kernelField is one field of quant.Kernels under test.
+type kernelField struct {
+	name  string     // the field of quant.Kernels
+	typ   quant.Type // the weight type it reads
+	check checkKind
+	// scaleOffs are the byte offsets of a block's f16 scales (K-quants: d
+	// and dmin); nil for the float kernels.
+	scaleOffs []int
+}
+
+// kernelFields lists every dot field of quant.Kernels;
+// TestKernelFieldsComplete keeps it in step with the struct.
+var kernelFields = []kernelField{
+	{name: "Q8_0", typ: quant.Q8_0, check: checkExact, scaleOffs: []int{0}},
+	{name: "Q2K", typ: quant.Q2_K, check: checkExact, scaleOffs: []int{80, 82}},
+	{name: "Q4K", typ: quant.Q4_K, check: checkExact, scaleOffs: []int{0, 2}},
+	{name: "IQ2XXS", typ: quant.IQ2_XXS, check: checkExact, scaleOffs: []int{0}},
+	{name: "F16", typ: quant.F16, check: checkF16},
+	{name: "F32", typ: quant.F32, check: checkF32},
+}
+
+// run returns the field's dot product of c under kernels k.
+func (f *kernelField) run(k quant.Kernels, c *dotCase) float32 {
+	switch f.name {
+	case "Q8_0":
+		return k.Q8_0(c.w, c.q80)
+	case "Q2K":
+		return k.Q2K(c.w, c.q8k)
+	case "Q4K":
+		return k.Q4K(c.w, c.q8k)
+	case "IQ2XXS":
+		return k.IQ2XXS(c.w, c.q8k)
+	case "F16":
+		return k.F16(c.w, c.x)
+	case "F32":
+		return k.F32(c.w, c.x)
+	}
+	panic("kernel field " + f.name + " has no runner")
+}
+
+// compare fails t unless vec, the vector kernel's result on c, agrees with
+// gen, the generic one's, as f.check demands.
+func (f *kernelField) compare(t testing.TB, c *dotCase, gen, vec float32) {
+	t.Helper()
+	genBits, vecBits := math.Float32bits(gen), math.Float32bits(vec)
+	if f.check == checkExact {
+		if genBits != vecBits && !(isNaN32(gen) && isNaN32(vec)) {
+			t.Fatalf("%s %s: vector %v (%#08x), generic %v (%#08x): want the same bits", f.name, c.name, vec, vecBits, gen, genBits)
+		}
+		return
+	}
+	exact, mag := floatDot(f.typ, c)
+	n := len(c.x)
+	var tol float64
+	if f.check == checkF16 {
+		// The float64 reference is off by at most γ64(n)·mag.
+		tol = gamma(n/64+20, unitRoundoff32)*mag + gamma(n+1, unitRoundoff64)*mag + float64(n/64+20)*underflow32
+	} else {
+		tol = unitRoundoff32*math.Abs(exact) + 3*gamma(n+1, unitRoundoff64)*mag + underflow32
+	}
+	if mag >= math.MaxFloat32 && !math.IsInf(mag, 0) {
+		return // finite terms whose sum may overflow in one order only
+	}
+	if nonFinite(gen) || nonFinite(vec) {
+		if genBits != vecBits && !(isNaN32(gen) && isNaN32(vec)) {
+			t.Fatalf("%s %s: vector %v, generic %v: want the same non-finite value", f.name, c.name, vec, gen)
+		}
+		return
+	}
+	if d := math.Abs(float64(vec) - exact); d > tol {
+		t.Fatalf("%s %s: vector %v, generic %v, reference %v: |Δ| = %g > tolerance %g (Σ|terms| = %g)",
+			f.name, c.name, vec, gen, exact, d, tol, mag)
+	}
+	// The generic kernel keeps its own bound, so the two stay close.
+	genTol := tol + gamma(n+1, unitRoundoff32)*mag + float64(n+1)*underflow32
+	if f.check == checkF32 {
+		genTol = 2 * tol
+	}
+	if d := math.Abs(float64(vec) - float64(gen)); d > genTol {
+		t.Fatalf("%s %s: vector %v, generic %v: |Δ| = %g > %g", f.name, c.name, vec, gen, d, genTol)
+	}
+}
+
+// floatDot returns the dot of c's float row with c.x in float64 and
+// Σ|w_i·x_i|. Every product is exact in float64 (at most 24+24 significant
+// bits), so the dot is within γ64(n)·Σ|w_i·x_i| of the exact one.
+func floatDot(t quant.Type, c *dotCase) (dot, mag float64) {
+	for i, x := range c.x {
+		var w float32
+		if t == quant.F16 {
+			w = quant.F16ToF32(binary.LittleEndian.Uint16(c.w[2*i:]))
+		} else {
+			w = math.Float32frombits(binary.LittleEndian.Uint32(c.w[4*i:]))
+		}
+		p := float64(w) * float64(x)
+		dot += p
+		mag += math.Abs(p)
+	}
+	return dot, mag
+}
+
+func isNaN32(v float32) bool { return v != v }
+
+func nonFinite(v float32) bool { return math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) }
+
+// vectorOrSkip returns this CPU's vector kernels or skips t.
+func vectorOrSkip(t *testing.T) quant.Kernels {
+	t.Helper()
+	k, ok := quant.VectorKernels()
+	if !ok {
+		t.Skip("no vector kernels on this CPU or build (another architecture, missing AVX2/FMA/F16C, or -tags purego): only the generic kernels run")
+	}
+	return k
+}
+
+func TestKernelFieldsComplete(t *testing.T) {
+	listed := map[string]bool{}
+	for _, f := range kernelFields {
+		listed[f.name] = true
+	}
+	typ := reflect.TypeFor[quant.Kernels]()
+	var funcs int
+	for i := range typ.NumField() {
+		sf := typ.Field(i)
+		if sf.Type.Kind() != reflect.Func {
+			continue
+		}
+		funcs++
+		require.True(t, listed[sf.Name], "quant.Kernels.%s has no row in kernelFields", sf.Name)
+	}
+	require.Len(t, kernelFields, funcs, "kernelFields lists a field quant.Kernels does not have")
+
+	gen := reflect.ValueOf(quant.GenericKernels())
+	require.Equal(t, "go", quant.GenericKernels().Name)
+	if vk, ok := quant.VectorKernels(); ok {
+		require.NotEqual(t, "go", vk.Name)
+		v := reflect.ValueOf(vk)
+		for _, f := range kernelFields {
+			require.False(t, v.FieldByName(f.name).IsNil(), "vector kernel %s is nil", f.name)
+			require.False(t, gen.FieldByName(f.name).IsNil(), "generic kernel %s is nil", f.name)
+		}
+	}
+}
+
+// sameKernels reports whether every dot field of a and b is the same
+// function.
+func sameKernels(a, b quant.Kernels) bool {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	for _, f := range kernelFields {
+		if va.FieldByName(f.name).Pointer() != vb.FieldByName(f.name).Pointer() {
+			return false
+		}
+	}
+	return a.Name == b.Name
+}
+
+func TestBestKernelsPureGoEnv(t *testing.T) {
+	vk, hasVec := quant.VectorKernels()
+	tests := []struct {
+		env     string
+		wantVec bool
+	}{
+		{"1", false},
+		{"yes", false},
+		{"0", hasVec},
+		{"", hasVec},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%s=%q", quant.PureGoEnv, tc.env), func(t *testing.T) {
+			t.Setenv(quant.PureGoEnv, tc.env)
+			got := quant.BestKernels()
+			if tc.wantVec {
+				require.True(t, sameKernels(vk, got), "BestKernels = %s, want the vector set %s", got.Name, vk.Name)
+			} else {
+				require.True(t, sameKernels(quant.GenericKernels(), got), "BestKernels = %s, want the generic set", got.Name)
+			}
+		})
+	}
+}
+
+func TestVectorKernelsMatchGeneric(t *testing.T) {
+	vk := vectorOrSkip(t)
+	gen := quant.GenericKernels()
+	for _, f := range kernelFields {
+		t.Run(f.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(f.typ), 42))
+			cases := f.cases(r)
+			require.NotEmpty(t, cases)
+			for i := range cases {
+				c := &cases[i]
+				f.compare(t, c, f.run(gen, c), f.run(vk, c))
+			}
+		})
+	}
+}
+
+// Sizes of the random cases: every length up to a few vector widths past
+// the unrolled step, so that each tail length is covered, plus long rows.
+var (
+	blockSizesQ8_0 = []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 16, 17, 23, 24, 31, 128, 131}
+	blockSizesQ8K  = []int{0, 1, 2, 3, 4, 5, 7, 8, 9, 16, 17}
+	floatSizes     = []int{0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 71, 72, 79, 127, 128, 129, 200, 1000, 4096, 4099}
+)
+
+// cases returns the random and extreme inputs of field f.
+func (f *kernelField) cases(r *rand.Rand) []dotCase {
+	if f.scaleOffs == nil {
+		return f.floatCases(r)
+	}
+	return f.blockCases(r)
+}
+
+// randScaleF16 returns a finite f16 of random sign with magnitude in
+// [2^-20, 2^-2): the range real block scales take, subnormals below 2^-14
+// included.
+func randScaleF16(r *rand.Rand) uint16 {
+	v := float32(1+r.Float64()) * float32(math.Ldexp(1, -r.IntN(18)-3))
+	if r.IntN(2) == 0 {
+		v = -v
+	}
+	return quant.F32ToF16(v)
+}
+
+// randActScale returns a float32 activation scale of random sign with
+// magnitude spread over 2^-20..2^10.
+func randActScale(r *rand.Rand) float32 {
+	v := float32(1+r.Float64()) * float32(math.Ldexp(1, r.IntN(30)-20))
+	if r.IntN(2) == 0 {
+		v = -v
+	}
+	return v
+}
+
+// blockCase returns a case of nb blocks of type f.typ: weight bytes from
+// wbyte, f16 scales from scale (block index and scale slot), activation
+// codes from code (element index) and activation scales from d.
+func (f *kernelField) blockCase(name string, nb int, wbyte func() byte, scale func(b, slot int) uint16, code func(i int) int8, d func(b int) float32) dotCase {
+	bb := f.typ.BlockBytes()
+	c := dotCase{name: fmt.Sprintf("%s/nb=%d", name, nb), w: make([]byte, nb*bb)}
+	for i := range c.w {
+		c.w[i] = wbyte()
+	}
+	for b := range nb {
+		for s, off := range f.scaleOffs {
+			binary.LittleEndian.PutUint16(c.w[b*bb+off:], scale(b, s))
+		}
+	}
+	if f.typ == quant.Q8_0 {
+		c.q80 = make([]quant.BlockQ8_0, nb)
+		for b := range c.q80 {
+			c.q80[b].D = d(b)
+			for i := range c.q80[b].Qs {
+				c.q80[b].Qs[i] = code(32*b + i)
+			}
+		}
+		return c
+	}
+	c.q8k = make([]quant.BlockQ8K, nb)
+	for b := range c.q8k {
+		y := &c.q8k[b]
+		y.D = d(b)
+		for i := range y.Qs {
+			y.Qs[i] = code(quant.QK_K*b + i)
+		}
+		for g := range y.Bsums {
+			var s int16
+			for _, q := range y.Qs[16*g : 16*g+16] {
+				s += int16(q)
+			}
+			y.Bsums[g] = s
+		}
+	}
+	return c
+}
+
+// blockCases returns random rows of every size in the list for f's kind,
+// rows of extreme codes and rows with special f16 and float32 scales.
+func (f *kernelField) blockCases(r *rand.Rand) []dotCase {
+	sizes := blockSizesQ8K
+	if f.typ == quant.Q8_0 {
+		sizes = blockSizesQ8_0
+	}
+	randByte := func() byte { return byte(r.Uint32()) }
+	randScale := func(int, int) uint16 { return randScaleF16(r) }
+	randCode := func(int) int8 { return int8(r.Uint32()) }
+	randD := func(int) float32 { return randActScale(r) }
+	constByte := func(v byte) func() byte { return func() byte { return v } }
+	constCode := func(v int8) func(int) int8 { return func(int) int8 { return v } }
+	constScale := func(v uint16) func(int, int) uint16 { return func(int, int) uint16 { return v } }
+	constD := func(v float32) func(int) float32 { return func(int) float32 { return v } }
+
+	var cs []dotCase
+	for _, nb := range sizes {
+		reps := 6
+		if nb > 32 {
+			reps = 2
+		}
+		for range reps {
+			cs = append(cs, f.blockCase("random", nb, randByte, randScale, randCode, randD))
+		}
+		// One scale for every block, so that no block is negligible and a
+		// wrong integer sum anywhere shows.
+		cs = append(cs, f.blockCase("even-scales", nb, randByte, constScale(0x2c00), randCode, constD(0.25)))
+	}
+	for _, nb := range []int{1, 3, 9, 17} {
+		cs = append(cs,
+			f.blockCase("codes-0x80-act-min", nb, constByte(0x80), randScale, constCode(-128), randD),
+			f.blockCase("codes-0x7f-act-max", nb, constByte(0x7f), randScale, constCode(127), randD),
+			f.blockCase("codes-0xff-act-min", nb, constByte(0xff), randScale, constCode(-128), randD),
+			f.blockCase("codes-0x00-act-max", nb, constByte(0x00), randScale, constCode(127), randD),
+			f.blockCase("codes-0x80-act-max", nb, constByte(0x80), randScale, constCode(127), randD),
+			f.blockCase("act-alternating", nb, randByte, randScale, func(i int) int8 { return int8(-128 + 255*(i&1)) }, randD),
+			f.blockCase("scale-subnormal", nb, randByte, constScale(0x0001), randCode, randD),
+			f.blockCase("scale-subnormal-neg", nb, randByte, constScale(0x83ff), randCode, randD),
+			f.blockCase("scale-max", nb, randByte, constScale(0x7bff), randCode, constD(1e20)),
+			f.blockCase("scale-zero", nb, randByte, constScale(0x0000), randCode, randD),
+			f.blockCase("scale-negzero", nb, randByte, constScale(0x8000), randCode, randD),
+			f.blockCase("act-d-zero", nb, randByte, randScale, randCode, constD(0)),
+			f.blockCase("act-d-subnormal", nb, randByte, randScale, randCode, constD(1e-40)),
+			f.blockCase("act-d-tiny", nb, randByte, constScale(0x0400), randCode, constD(0x1p-126)),
+		)
+		// One non-finite scale among finite ones.
+		for _, h := range []uint16{0x7c00, 0xfc00, 0x7e00, 0x7c01} {
+			special := func(b, s int) uint16 {
+				if b == nb/2 && s == 0 {
+					return h
+				}
+				return randScaleF16(r)
+			}
+			cs = append(cs, f.blockCase(fmt.Sprintf("scale-%#04x", h), nb, randByte, special, randCode, randD))
+		}
+		for _, v := range []float32{float32(math.Inf(1)), float32(math.NaN())} {
+			special := func(b int) float32 {
+				if b == nb-1 {
+					return v
+				}
+				return randActScale(r)
+			}
+			cs = append(cs, f.blockCase(fmt.Sprintf("act-d-%v", v), nb, randByte, randScale, randCode, special))
+		}
+	}
+	// Terms that overflow float32 on their own.
+	cs = append(cs, f.blockCase("overflow", 5, randByte, constScale(0x7bff), randCode, constD(3e38)))
+	return cs
+}
+
+// floatCases returns random rows of every length in floatSizes and rows
+// with extreme and special values.
+func (f *kernelField) floatCases(r *rand.Rand) []dotCase {
+	eb := 2
+	if f.typ == quant.F32 {
+		eb = 4
+	}
+	put := func(w []byte, i int, v float32) {
+		if eb == 2 {
+			binary.LittleEndian.PutUint16(w[2*i:], quant.F32ToF16(v))
+		} else {
+			binary.LittleEndian.PutUint32(w[4*i:], math.Float32bits(v))
+		}
+	}
+	mk := func(name string, n int, wv func(i int) float32, xv func(i int) float32) dotCase {
+		c := dotCase{name: fmt.Sprintf("%s/n=%d", name, n), w: make([]byte, eb*n), x: make([]float32, n)}
+		for i := range n {
+			put(c.w, i, wv(i))
+			c.x[i] = xv(i)
+		}
+		return c
+	}
+	normal := func(int) float32 { return float32(r.NormFloat64()) }
+	// Magnitudes in a narrow band, so that every product matters to the
+	// sum and a lost or repeated element shows.
+	narrow := func(int) float32 {
+		v := float32(1 + r.Float64())
+		if r.IntN(2) == 0 {
+			v = -v
+		}
+		return v
+	}
+	wide := func(int) float32 {
+		return float32(r.NormFloat64() * math.Ldexp(1, r.IntN(40)-20))
+	}
+	constant := func(v float32) func(int) float32 { return func(int) float32 { return v } }
+	at := func(pos int, v float32, else_ func(int) float32) func(int) float32 {
+		return func(i int) float32 {
+			if i == pos {
+				return v
+			}
+			return else_(i)
+		}
+	}
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+
+	var cs []dotCase
+	for _, n := range floatSizes {
+		for range 4 {
+			cs = append(cs, mk("normal", n, normal, normal), mk("narrow", n, narrow, narrow))
+		}
+		cs = append(cs, mk("wide", n, wide, wide), mk("ones", n, constant(1), constant(1)))
+		if n == 0 {
+			continue
+		}
+		last := n - 1
+		cs = append(cs,
+			mk("w-inf-last", n, at(last, inf, narrow), narrow),
+			mk("w-neg-inf-first", n, at(0, -inf, narrow), narrow),
+			mk("w-nan-mid", n, at(n/2, nan, narrow), narrow),
+			mk("x-inf-last", n, narrow, at(last, inf, narrow)),
+			mk("x-nan-last", n, narrow, at(last, nan, narrow)),
+			mk("inf-times-zero", n, at(last, inf, narrow), at(last, 0, narrow)),
+			mk("inf-minus-inf", n, at(last, inf, at(0, -inf, narrow)), narrow),
+		)
+	}
+	for _, n := range []int{1, 9, 70, 1000} {
+		if f.typ == quant.F16 {
+			// Subnormal halves, 2^-24·k: F16C must not flush them.
+			sub := func(int) float32 { return float32(1+r.IntN(1023)) * 0x1p-24 }
+			cs = append(cs,
+				mk("f16-subnormal", n, sub, narrow),
+				mk("f16-max", n, constant(65504), narrow),
+			)
+		} else {
+			cs = append(cs,
+				mk("f32-subnormal", n, constant(1e-40), narrow),
+				mk("f32-huge-products", n, constant(1e30), constant(-1e-10)),
+				// Products below the float32 range are exact in float64.
+				mk("f32-tiny-products", n, constant(1e-30), constant(1e-30)),
+			)
+		}
+		// Pairs that cancel exactly, leaving one small term.
+		cancel := func(i int) float32 {
+			if i == n-1 {
+				return 0.5
+			}
+			v := float32(1 + i/2)
+			if i%2 == 1 {
+				v = -v
+			}
+			return v
+		}
+		cs = append(cs, mk("cancel", n, cancel, constant(1)))
+	}
+	return cs
+}
+
+func TestVectorKernelsShortRowPanics(t *testing.T) {
+	vk := vectorOrSkip(t)
+	for _, f := range kernelFields {
+		t.Run(f.name, func(t *testing.T) {
+			nb := 3
+			if f.scaleOffs == nil {
+				nb = 67 // float kernels: past the unrolled step
+			}
+			c := f.blockCase("short", nb, func() byte { return 0 }, func(int, int) uint16 { return 0x3c00 }, func(int) int8 { return 1 }, func(int) float32 { return 1 })
+			if f.scaleOffs == nil {
+				c = dotCase{w: make([]byte, nb*f.typ.BlockBytes()), x: make([]float32, nb)}
+			}
+			c.w = c.w[: len(c.w)-1 : len(c.w)-1] // no capacity to reslice into
+			for _, k := range []quant.Kernels{quant.GenericKernels(), vk} {
+				require.Panics(t, func() { f.run(k, &c) }, "%s kernel %s on a row one byte short", k.Name, f.name)
+			}
+		})
+	}
+}
+
+func TestBackendMatMulVectorVsGeneric(t *testing.T) {
+	vk := vectorOrSkip(t)
+	genB := cpu.NewWithKernels(1, quant.GenericKernels())
+	defer genB.Close()
+	vecB := cpu.NewWithKernels(2, vk)
+	defer vecB.Close()
+	require.Equal(t, "go", genB.Kernels().Name)
+	require.Equal(t, vk.Name, vecB.Kernels().Name)
+
+	gen := quant.GenericKernels()
+	r := rand.New(rand.NewPCG(5, 6))
+	const cols, rows, n = 512, 37, 3
+	for _, f := range kernelFields {
+		t.Run(f.name, func(t *testing.T) {
+			rb, err := f.typ.RowBytes(cols)
+			require.NoError(t, err)
+			data := make([]byte, rows*rb)
+			for i := range data {
+				data[i] = byte(r.Uint32())
+			}
+			bb, be := f.typ.BlockBytes(), f.typ.BlockElems()
+			for off := 0; off < len(data); off += bb {
+				switch f.typ {
+				case quant.F16:
+					binary.LittleEndian.PutUint16(data[off:], quant.F32ToF16(float32(r.NormFloat64())))
+				case quant.F32:
+					binary.LittleEndian.PutUint32(data[off:], math.Float32bits(float32(r.NormFloat64())))
+				default:
+					for _, so := range f.scaleOffs {
+						binary.LittleEndian.PutUint16(data[off+so:], randScaleF16(r))
+					}
+				}
+			}
+			m, err := backends.NewMatrix("w", f.typ, []uint64{cols, rows}, data)
+			require.NoError(t, err)
+			x := make([]float32, n*cols)
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * math.Pow(10, float64(i/32%5-2)))
+			}
+			outGen := make([]float32, n*rows)
+			outVec := make([]float32, n*rows)
+			genB.MatMul(outGen, m, x, n)
+			vecB.MatMul(outVec, m, x, n)
+
+			for tok := range n {
+				xt := x[tok*cols : (tok+1)*cols]
+				c := dotCase{x: xt}
+				switch {
+				case f.typ == quant.Q8_0:
+					c.q80 = make([]quant.BlockQ8_0, cols/be)
+					quant.QuantizeQ8_0(xt, c.q80)
+				case f.scaleOffs != nil:
+					c.q8k = make([]quant.BlockQ8K, cols/be)
+					quant.QuantizeQ8K(xt, c.q8k)
+				}
+				for row := range rows {
+					c.name = fmt.Sprintf("token %d row %d", tok, row)
+					c.w = data[row*rb : (row+1)*rb]
+					// The generic backend is exactly the generic kernel on
+					// the row, so its output checks the pure-Go path end
+					// to end, and the vector output is held to the field's
+					// tolerance against it.
+					want := f.run(gen, &c)
+					require.Equal(t, math.Float32bits(want), math.Float32bits(outGen[tok*rows+row]), "%s generic backend", c.name)
+					f.compare(t, &c, outGen[tok*rows+row], outVec[tok*rows+row])
+				}
+			}
+		})
+	}
+}
+
+// FuzzVectorKernels feeds arbitrary weight bytes and activations to every
+// field and holds the vector result to the field's check. The activation
+// bytes are read as float32 scales and int8 codes, or as float32 values.
+func FuzzVectorKernels(f *testing.F) {
+	f.Add(uint8(0), []byte{0x00, 0x3c, 0x80, 0x7f, 0x01}, []byte{0, 0, 128, 63, 0x80, 0x7f})
+	f.Add(uint8(1), make([]byte, 84), make([]byte, 260))
+	f.Add(uint8(3), append([]byte{0x00, 0x7c}, make([]byte, 64)...), []byte{0, 0, 128, 127, 1, 2, 3})
+	f.Add(uint8(4), []byte{0x01, 0x00, 0xff, 0x7b, 0x00, 0x7e, 0x00, 0x80, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, []byte{0, 0, 128, 63, 0, 0, 0, 0x80})
+	f.Add(uint8(5), []byte{0, 0, 128, 127, 0, 0, 128, 255, 0, 0, 192, 127}, []byte{0, 0, 128, 63, 0, 0, 128, 63, 0, 0, 128, 63})
+	f.Fuzz(func(t *testing.T, field uint8, w, act []byte) {
+		vk, ok := quant.VectorKernels()
+		if !ok {
+			t.Skip("no vector kernels")
+		}
+		kf := &kernelFields[int(field)%len(kernelFields)]
+		c := dotCase{name: "fuzz"}
+		switch {
+		case kf.typ == quant.Q8_0 || kf.scaleOffs != nil:
+			elems := 32
+			if kf.typ != quant.Q8_0 {
+				elems = quant.QK_K
+			}
+			nb := min(len(w)/kf.typ.BlockBytes(), 64)
+			codes := func(b, i int) int8 {
+				j := 4*nb + b*elems + i
+				if j < len(act) {
+					return int8(act[j])
+				}
+				return int8(j * 37)
+			}
+			d := func(b int) float32 {
+				if 4*b+4 <= len(act) {
+					return math.Float32frombits(binary.LittleEndian.Uint32(act[4*b:]))
+				}
+				return 1
+			}
+			c.w = w[:nb*kf.typ.BlockBytes()]
+			if kf.typ == quant.Q8_0 {
+				c.q80 = make([]quant.BlockQ8_0, nb)
+				for b := range c.q80 {
+					c.q80[b].D = d(b)
+					for i := range c.q80[b].Qs {
+						c.q80[b].Qs[i] = codes(b, i)
+					}
+				}
+			} else {
+				c.q8k = make([]quant.BlockQ8K, nb)
+				for b := range c.q8k {
+					y := &c.q8k[b]
+					y.D = d(b)
+					for i := range y.Qs {
+						y.Qs[i] = codes(b, i)
+						y.Bsums[i/16] += int16(y.Qs[i])
+					}
+				}
+			}
+		default:
+			eb := kf.typ.BlockBytes()
+			n := min(len(w)/eb, 4096)
+			c.w = w[:n*eb]
+			c.x = make([]float32, n)
+			for i := range c.x {
+				if 4*i+4 <= len(act) {
+					c.x[i] = math.Float32frombits(binary.LittleEndian.Uint32(act[4*i:]))
+				} else {
+					c.x[i] = float32(i%7) - 3
+				}
+			}
+		}
+		kf.compare(t, &c, kf.run(quant.GenericKernels(), &c), kf.run(vk, &c))
+	})
+}
