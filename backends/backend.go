@@ -77,6 +77,12 @@ type Backend interface {
 	// MatMul applies MatVec to n inputs stored back to back in x (n·Cols),
 	// writing n·Rows outputs; each output equals what MatVec computes.
 	MatMul(dst []float32, w Matrix, x []float32, n int)
+	// MatMulBatch computes every product of ps, each output equal to what
+	// MatMul computes, in one parallel pass over all their rows. Products
+	// that read the same inputs (the same X, N and XStride) and quantize
+	// them alike share one quantization. No output may overlap another or
+	// any input.
+	MatMulBatch(ps []Product)
 
 	// RMSNorm sets dst = x·w/sqrt(mean(x²)+eps) (w nil: no weight); dst may be x.
 	RMSNorm(dst, x, w []float32, eps float32)
@@ -133,6 +139,17 @@ type Backend interface {
 	Parallel(n int, t Task)
 	// Close releases the backend's workers.
 	Close()
+}
+
+// Product is one matrix product of a MatMulBatch: N inputs of W.Cols floats,
+// input t at X[t·XStride:], each giving W.Rows outputs at Dst[t·DstStride:];
+// a zero stride means back to back (W.Cols for X, W.Rows for Dst).
+type Product struct {
+	Dst                []float32
+	W                  Matrix
+	X                  []float32
+	N                  int
+	XStride, DstStride int
 }
 
 // HC holds a hyper-connection sublayer's constants: its scale (3 values),

@@ -39,14 +39,20 @@ type scratch struct {
 	att    []float32 // attention scores of one head
 	logit  []float32 // n × Experts router logits
 	prob   []float32
-	sel    []int
-	wt     []float32
-	g, u   []float32 // ExpertFF
+	sel    []int     // n × ExpertsUsed routed experts, slot i·ExpertsUsed+k
+	wt     []float32 // their weights
+	count  []int     // Experts: slots routed to each expert
+	first  []int     // Experts: first position of each expert's slots
+	order  []int     // positions → slots, grouped by expert in slot order
+	posOf  []int     // slots → positions
+	xg     []float32 // n·ExpertsUsed × Embd gathered expert inputs, by position
+	g, u   []float32 // n·ExpertsUsed × ExpertFF, by position
 	mid    []float32
-	down   []float32 // Embd
+	down   []float32 // n·ExpertsUsed × Embd, by position
 	sh     []float32 // n × ExpertFF·Shared
 	shu    []float32
 	moe    []float32
+	ps     []backends.Product
 }
 
 func newScratch(p layout.Params, n int) *scratch {
@@ -54,6 +60,7 @@ func newScratch(p layout.Params, n int) *scratch {
 	hcd := p.HC * p.Embd
 	w := 2 * p.HeadDim
 	shared := p.ExpertFF * p.SharedExperts
+	slots := n * p.ExpertsUsed
 	return &scratch{
 		n: n, X: f(n * hcd), flat: f(n * hcd), mixes: f(n * p.HCMix()), mix: f(p.HCMix()),
 		post: f(n * p.HC), comb: f(n * p.HC * p.HC),
@@ -63,9 +70,11 @@ func newScratch(p layout.Params, n int) *scratch {
 		qi: f(n * p.IndexerHeads * p.IndexerDim), iw: f(n * p.IndexerHeads),
 		o: f(n * p.Heads * p.HeadDim), low: f(n * p.OGroups * p.OLoraRank), y: f(n * p.Embd),
 		pooled: f(w), logit: f(n * p.Experts), prob: f(p.Experts),
-		sel: make([]int, p.ExpertsUsed), wt: f(p.ExpertsUsed),
-		g: f(p.ExpertFF), u: f(p.ExpertFF), mid: f(p.ExpertFF), down: f(p.Embd),
+		sel: make([]int, slots), wt: f(slots),
+		count: make([]int, p.Experts), first: make([]int, p.Experts), order: make([]int, slots), posOf: make([]int, slots),
+		xg: f(slots * p.Embd), g: f(slots * p.ExpertFF), u: f(slots * p.ExpertFF), mid: f(slots * p.ExpertFF), down: f(slots * p.Embd),
 		sh: f(n * shared), shu: f(n * shared), moe: f(p.Embd),
+		ps: make([]backends.Product, 0, 2*slots+p.OGroups+8),
 	}
 }
 
@@ -84,32 +93,42 @@ func (s *Session) attention(il int, toks []int, pos0 int) {
 		be.RMSNorm(sc.a[i*p.Embd:(i+1)*p.Embd], sc.in[i*p.Embd:(i+1)*p.Embd], l.AttnNorm, p.RMSEps)
 	}
 	a := sc.a[:n*p.Embd]
-	be.MatMul(sc.qa[:n*p.QLoraRank], l.QA, a, n)
+	// Every projection of a is one parallel job sharing one quantization
+	// of a; those of the normalized qa are a second one.
+	qd := p.Heads * p.HeadDim
+	iw := 2 * p.IndexerDim
+	iqd := p.IndexerHeads * p.IndexerDim
+	var w int
+	ps := append(sc.ps[:0],
+		backends.Product{Dst: sc.qa[:n*p.QLoraRank], W: l.QA, X: a, N: n},
+		backends.Product{Dst: sc.kv[:n*p.HeadDim], W: l.KV, X: a, N: n})
+	if l.Ratio != 0 {
+		w = l.CompKV.Rows
+		ps = append(ps,
+			backends.Product{Dst: sc.ckv[:n*w], W: l.CompKV, X: a, N: n},
+			backends.Product{Dst: sc.cgate[:n*w], W: l.CompGate, X: a, N: n})
+	}
+	// The indexer projections are needed only once more rows exist than
+	// it keeps; computing them per chunk changes no result.
+	indexer := l.Ratio == 4 && (pos0+n)/4 > p.IndexerTopK
+	if l.Ratio == 4 {
+		ps = append(ps,
+			backends.Product{Dst: sc.ikv[:n*iw], W: l.IdxCompKV, X: a, N: n},
+			backends.Product{Dst: sc.igate[:n*iw], W: l.IdxCompGate, X: a, N: n})
+		if indexer {
+			ps = append(ps, backends.Product{Dst: sc.iw[:n*p.IndexerHeads], W: l.IdxProj, X: a, N: n})
+		}
+	}
+	be.MatMulBatch(ps)
 	for i := range n {
 		q := sc.qa[i*p.QLoraRank : (i+1)*p.QLoraRank]
 		be.RMSNorm(q, q, l.QANorm, p.RMSEps)
 	}
-	qd := p.Heads * p.HeadDim
-	be.MatMul(sc.q[:n*qd], l.QB, sc.qa[:n*p.QLoraRank], n)
-	be.MatMul(sc.kv[:n*p.HeadDim], l.KV, a, n)
-	var w int
-	if l.Ratio != 0 {
-		w = l.CompKV.Rows
-		be.MatMul(sc.ckv[:n*w], l.CompKV, a, n)
-		be.MatMul(sc.cgate[:n*w], l.CompGate, a, n)
+	ps = append(ps[:0], backends.Product{Dst: sc.q[:n*qd], W: l.QB, X: sc.qa[:n*p.QLoraRank], N: n})
+	if indexer {
+		ps = append(ps, backends.Product{Dst: sc.qi[:n*iqd], W: l.IdxQB, X: sc.qa[:n*p.QLoraRank], N: n})
 	}
-	iw := 2 * p.IndexerDim
-	if l.Ratio == 4 {
-		be.MatMul(sc.ikv[:n*iw], l.IdxCompKV, a, n)
-		be.MatMul(sc.igate[:n*iw], l.IdxCompGate, a, n)
-		// The indexer projections are needed only once more rows exist
-		// than it keeps; computing them per chunk changes no result.
-		if (pos0+n)/4 > p.IndexerTopK {
-			iqd := p.IndexerHeads * p.IndexerDim
-			be.MatMul(sc.qi[:n*iqd], l.IdxQB, sc.qa[:n*p.QLoraRank], n)
-			be.MatMul(sc.iw[:n*p.IndexerHeads], l.IdxProj, a, n)
-		}
-	}
+	be.MatMulBatch(ps)
 	st := &s.layers[il]
 	nope := p.HeadDim - p.RopeDim
 	for i := range n {
@@ -144,14 +163,16 @@ func (s *Session) attention(il int, toks []int, pos0 int) {
 	}
 	// Grouped low-rank output: group g's heads go through rows
 	// [g·OLora, (g+1)·OLora) of OutA only.
-	g, gw := p.OGroups, qd/p.OGroups
+	// The groups are strided products over the chunk in one job, so OutA
+	// is read once per chunk.
+	gw := qd / p.OGroups
 	low := p.OGroups * p.OLoraRank
-	for i := range n {
-		for gi := range g {
-			rows := l.OutA.RowRange(gi*p.OLoraRank, (gi+1)*p.OLoraRank)
-			be.MatVec(sc.low[i*low+gi*p.OLoraRank:i*low+(gi+1)*p.OLoraRank], rows, sc.o[i*qd+gi*gw:i*qd+(gi+1)*gw])
-		}
+	ps = ps[:0]
+	for gi := range p.OGroups {
+		ps = append(ps, backends.Product{Dst: sc.low[gi*p.OLoraRank : n*low], W: l.OutA.RowRange(gi*p.OLoraRank, (gi+1)*p.OLoraRank),
+			X: sc.o[gi*gw : n*qd], N: n, XStride: qd, DstStride: low})
 	}
+	be.MatMulBatch(ps)
 	be.MatMul(sc.y[:n*p.Embd], l.OutB, sc.low[:n*low], n)
 	s.capture(il, n, true)
 	s.steer(il, n, true)
@@ -299,30 +320,77 @@ func (s *Session) ffn(il int, toks []int) {
 		be.RMSNorm(sc.a[i*p.Embd:(i+1)*p.Embd], sc.in[i*p.Embd:(i+1)*p.Embd], l.FFNNorm, p.RMSEps)
 	}
 	f := sc.a[:n*p.Embd]
-	be.MatMul(sc.logit[:n*p.Experts], l.GateInp, f, n)
 	shared := p.ExpertFF * p.SharedExperts
-	be.MatMul(sc.sh[:n*shared], l.ShGate, f, n)
-	be.MatMul(sc.shu[:n*shared], l.ShUp, f, n)
+	// The router and the shared expert's gate and up read the same
+	// inputs: one parallel job and one quantization.
+	be.MatMulBatch(append(sc.ps[:0],
+		backends.Product{Dst: sc.logit[:n*p.Experts], W: l.GateInp, X: f, N: n},
+		backends.Product{Dst: sc.sh[:n*shared], W: l.ShGate, X: f, N: n},
+		backends.Product{Dst: sc.shu[:n*shared], W: l.ShUp, X: f, N: n}))
 	clamp := p.SwigluClamp[il]
 	be.SwiGLU(sc.sh[:n*shared], sc.sh[:n*shared], sc.shu[:n*shared], clamp, 1)
-	// The shared output lands in y; routed outputs are added per token.
-	be.MatMul(sc.y[:n*p.Embd], l.ShDown, sc.sh[:n*shared], n)
+	k := p.ExpertsUsed
 	for i, t := range toks {
-		s.route(l, sc.logit[i*p.Experts:(i+1)*p.Experts], t)
-		moe := sc.moe[:p.Embd]
-		clear(moe)
-		fi := f[i*p.Embd : (i+1)*p.Embd]
-		for k, e := range sc.sel {
-			be.MatVec(sc.g, l.GateExps.Expert(e), fi)
-			be.MatVec(sc.u, l.UpExps.Expert(e), fi)
-			be.SwiGLU(sc.mid, sc.g, sc.u, clamp, sc.wt[k])
-			if s.opt.Experts != nil {
-				s.opt.Experts.ObserveExpert(il, e, fi, sc.mid)
-			}
-			be.MatVec(sc.down, l.DownExps.Expert(e), sc.mid)
-			be.Add(moe, moe, sc.down)
+		s.route(l, sc.logit[i*p.Experts:(i+1)*p.Experts], t, sc.sel[i*k:(i+1)*k], sc.wt[i*k:(i+1)*k])
+	}
+	s.groupSlots(n * k)
+	// The shared expert's down projection lands in y (routed outputs are
+	// added per token below); it runs in the same job as every routed
+	// expert's gate and up. Each expert multiplies all the chunk's tokens
+	// routed to it, so its weights are read once per chunk; an expert with
+	// one token reads that token's row of f in place, which lets all the
+	// experts of a decode step share one quantized input.
+	ps := append(sc.ps[:0], backends.Product{Dst: sc.y[:n*p.Embd], W: l.ShDown, X: sc.sh[:n*shared], N: n})
+	ff, d := p.ExpertFF, p.Embd
+	for e, c := range sc.count {
+		if c == 0 {
+			continue
 		}
-		y := sc.y[i*p.Embd : (i+1)*p.Embd]
+		j := sc.first[e]
+		var x []float32
+		if c == 1 {
+			i := sc.order[j] / k
+			x = f[i*d : (i+1)*d]
+		} else {
+			x = sc.xg[j*d : (j+c)*d]
+			for q := range c {
+				i := sc.order[j+q] / k
+				copy(x[q*d:(q+1)*d], f[i*d:(i+1)*d])
+			}
+		}
+		ps = append(ps,
+			backends.Product{Dst: sc.g[j*ff : (j+c)*ff], W: l.GateExps.Expert(e), X: x, N: c},
+			backends.Product{Dst: sc.u[j*ff : (j+c)*ff], W: l.UpExps.Expert(e), X: x, N: c})
+	}
+	be.MatMulBatch(ps)
+	for j, slot := range sc.order[:n*k] {
+		be.SwiGLU(sc.mid[j*ff:(j+1)*ff], sc.g[j*ff:(j+1)*ff], sc.u[j*ff:(j+1)*ff], clamp, sc.wt[slot])
+	}
+	if s.opt.Experts != nil {
+		for slot, e := range sc.sel[:n*k] {
+			j := sc.posOf[slot]
+			i := slot / k
+			s.opt.Experts.ObserveExpert(il, e, f[i*d:(i+1)*d], sc.mid[j*ff:(j+1)*ff])
+		}
+	}
+	ps = ps[:0]
+	for e, c := range sc.count {
+		if c != 0 {
+			j := sc.first[e]
+			ps = append(ps, backends.Product{Dst: sc.down[j*d : (j+c)*d], W: l.DownExps.Expert(e), X: sc.mid[j*ff : (j+c)*ff], N: c})
+		}
+	}
+	be.MatMulBatch(ps)
+	// Each token sums its experts in routing order, whatever the grouping,
+	// so a chunk gives the same bits as decoding its tokens one by one.
+	for i := range n {
+		moe := sc.moe[:d]
+		clear(moe)
+		for slot := i * k; slot < (i+1)*k; slot++ {
+			j := sc.posOf[slot]
+			be.Add(moe, moe, sc.down[j*d:(j+1)*d])
+		}
+		y := sc.y[i*d : (i+1)*d]
 		be.Add(y, moe, y)
 	}
 	s.capture(il, n, false)
@@ -330,14 +398,39 @@ func (s *Session) ffn(il int, toks []int) {
 	s.hcPostAll(n)
 }
 
-// route fills sc.sel and sc.wt with token t's experts and their weights
-// (spec §9.1) from the router logits lg.
-func (s *Session) route(l *Layer, lg []float32, t int) {
+// groupSlots sorts the routing slots [0, slots) (token i's k-th expert is
+// slot i·ExpertsUsed+k) by expert, keeping slot order within an expert: a
+// counting sort into sc.order, with sc.posOf its inverse and sc.count and
+// sc.first each expert's run.
+func (s *Session) groupSlots(slots int) {
+	sc := s.s
+	clear(sc.count)
+	for _, e := range sc.sel[:slots] {
+		sc.count[e]++
+	}
+	pos := 0
+	for e, c := range sc.count {
+		sc.first[e] = pos
+		pos += c
+	}
+	// first is advanced while placing and restored after.
+	for slot, e := range sc.sel[:slots] {
+		j := sc.first[e]
+		sc.order[j], sc.posOf[slot] = slot, j
+		sc.first[e]++
+	}
+	for e, c := range sc.count {
+		sc.first[e] -= c
+	}
+}
+
+// route fills sel and wt with token t's experts and their weights (spec
+// §9.1) from the router logits lg.
+func (s *Session) route(l *Layer, lg []float32, t int, sel []int, wt []float32) {
 	p, sc := s.m.Params, s.s
 	k := p.ExpertsUsed
 	prob := sc.prob[:p.Experts]
 	s.be.RouterProbs(prob, lg)
-	sel := sc.sel[:k]
 	if l.Tid2Eid != nil {
 		for i := range k {
 			sel[i] = int(l.Tid2Eid[t*k+i])
@@ -351,6 +444,6 @@ func (s *Session) route(l *Layer, lg []float32, t int) {
 	}
 	sum = max(sum, 1.0/(1<<14))
 	for i, e := range sel {
-		sc.wt[i] = (prob[e] / sum) * p.ExpertWeightsScale
+		wt[i] = (prob[e] / sum) * p.ExpertWeightsScale
 	}
 }

@@ -59,6 +59,7 @@ type Session struct {
 	logits []float32
 	s      *scratch
 	one    [1]int // Decode's token, so decoding allocates nothing
+	chunk  int    // tokens per prefill chunk (defaultChunk; benchmarks vary it)
 
 	// observeSteer, when set (by tests), sees each sublayer output row
 	// before and after a steering edit.
@@ -85,7 +86,7 @@ func NewSession(m *Model, be backends.Backend, opt Options) (*Session, error) {
 			return nil, err
 		}
 	}
-	s := &Session{m: m, be: be, opt: opt, rawCap: min(p.Window, opt.Context), tokens: make([]int, 0, opt.Context)}
+	s := &Session{m: m, be: be, opt: opt, rawCap: min(p.Window, opt.Context), tokens: make([]int, 0, opt.Context), chunk: defaultChunk}
 	s.layers = make([]layerState, p.Layers)
 	for il := range s.layers {
 		st := &s.layers[il]
@@ -171,8 +172,11 @@ func fill(x []float32, v float32) {
 	}
 }
 
-// chunk is the number of tokens processed together by Prefill.
-const chunk = 64
+// defaultChunk is the number of tokens processed together by Prefill. A
+// sweep of 32 to 256 on the 2-layer Flash slice (BenchmarkFlash2PrefillChunk)
+// found no difference beyond the noise with the current one-row dot
+// kernels, and 64 keeps the chunk's scratch buffers small.
+const defaultChunk = 64
 
 func (s *Session) forward(tokens []int, all []float32) error {
 	if len(tokens) == 0 {
@@ -187,8 +191,8 @@ func (s *Session) forward(tokens []int, all []float32) error {
 		}
 	}
 	p := s.m.Params
-	for start := 0; start < len(tokens); start += chunk {
-		toks := tokens[start:min(len(tokens), start+chunk)]
+	for start := 0; start < len(tokens); start += s.chunk {
+		toks := tokens[start:min(len(tokens), start+s.chunk)]
 		n := len(toks)
 		if s.s.n < n {
 			s.s = newScratch(p, n)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/quant"
@@ -67,3 +68,85 @@ func BenchmarkMatVecQ8_0(b *testing.B) { benchMatVec(b, quant.Q8_0, 4096, 4096) 
 // BenchmarkMatVecIQ2_XXS is one routed expert's gate/up projection: 2048
 // rows of 4096 IQ2_XXS weights.
 func BenchmarkMatVecIQ2_XXS(b *testing.B) { benchMatVec(b, quant.IQ2_XXS, 4096, 2048) }
+
+// BenchmarkParallel measures the fixed cost of one Parallel call: waking
+// the helpers and waiting for them, with pieces that do nothing.
+func BenchmarkParallel(b *testing.B) {
+	for _, n := range []int{2, 256} {
+		b.Run(fmt.Sprintf("pieces=%d", n), func(b *testing.B) {
+			be := New(0)
+			defer be.Close()
+			t := backends.TaskFunc(func(int) {})
+			b.ReportAllocs()
+			for b.Loop() {
+				be.Parallel(n, t)
+			}
+		})
+	}
+}
+
+// BenchmarkParallelScaling runs jobs of 16 busy pieces (20 µs to 1 ms of
+// work in all) separated by a 50 µs serial gap, as the jobs of a forward
+// pass are, and reports the speed-up over running the work on one
+// goroutine: how soon the helpers join a job.
+func BenchmarkParallelScaling(b *testing.B) {
+	spin := func(d time.Duration) {
+		for t := time.Now(); time.Since(t) < d; {
+		}
+	}
+	const gap = 50 * time.Microsecond
+	for _, d := range []time.Duration{20 * time.Microsecond, 200 * time.Microsecond, time.Millisecond} {
+		b.Run(fmt.Sprintf("work=%v", d), func(b *testing.B) {
+			be := New(0)
+			defer be.Close()
+			t := backends.TaskFunc(func(int) { spin(d / 16) })
+			start := time.Now()
+			for b.Loop() {
+				be.Parallel(16, t)
+				spin(gap)
+			}
+			job := time.Since(start)/time.Duration(b.N) - gap
+			b.ReportMetric(float64(d)/float64(job), "speedup")
+		})
+	}
+}
+
+// BenchmarkExperts is the routed experts of one decode step: the gate and
+// up projections of 6 IQ2_XXS experts as one MatMulBatch (one shared
+// quantized input) against 12 MatVec calls (MB/s = weight bytes per second).
+func BenchmarkExperts(b *testing.B) {
+	const cols, rows, k = 4096, 2048, 6
+	w := benchWeights(b, quant.IQ2_XXS, cols, rows*k)
+	x := randVec(newRand(1), cols, 1)
+	dst := make([]float32, 2*k*rows)
+	experts := make([]backends.Matrix, k)
+	for e := range experts {
+		experts[e] = w.RowRange(e*rows, (e+1)*rows)
+	}
+	be := New(0)
+	defer be.Close()
+	b.Run("batch", func(b *testing.B) {
+		ps := make([]backends.Product, 0, 2*k)
+		for e := range k {
+			// Gate and up alike: the same matrix twice keeps the bytes equal.
+			ps = append(ps,
+				backends.Product{Dst: dst[2*e*rows : (2*e+1)*rows], W: experts[e], X: x, N: 1},
+				backends.Product{Dst: dst[(2*e+1)*rows : (2*e+2)*rows], W: experts[e], X: x, N: 1})
+		}
+		b.SetBytes(2 * int64(len(w.Data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			be.MatMulBatch(ps)
+		}
+	})
+	b.Run("matvecs", func(b *testing.B) {
+		b.SetBytes(2 * int64(len(w.Data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			for e := range k {
+				be.MatVec(dst[2*e*rows:(2*e+1)*rows], experts[e], x)
+				be.MatVec(dst[(2*e+1)*rows:(2*e+2)*rows], experts[e], x)
+			}
+		}
+	})
+}

@@ -4,28 +4,63 @@ package cpu
 
 import (
 	"encoding/binary"
+	"fmt"
 	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/quant"
 )
 
 // Backend is the CPU implementation of backends.Backend. Kernels run on
-// persistent workers; the per-call state of a matrix product comes from a
-// pool, so steady-state decoding allocates nothing.
+// persistent workers; the per-call state of a parallel job and of a matrix
+// product comes from pools, so steady-state decoding allocates nothing.
 type Backend struct {
 	workers int
 	k       quant.Kernels
-	tasks   chan task
-	wg      sync.WaitGroup // running workers
-	jobs    sync.Pool      // *matJob
+	wake    chan *work // one message per helper asked to join a job
+	wg      sync.WaitGroup
+	works   sync.Pool // *work
+	jobs    sync.Pool // *matJob
 }
 
-type task struct {
-	t      backends.Task
-	lo, hi int
-	done   *sync.WaitGroup
+// work is one Parallel call. The caller and every helper that joins claim
+// runs of consecutive pieces from an atomic counter, each run a share of
+// what is left (guided scheduling): the first runs are long, so each
+// worker streams a contiguous stretch of weights that the hardware
+// prefetchers follow, and the last are single pieces, so a job is
+// balanced to within one piece whatever its pieces cost.
+type work struct {
+	t       backends.Task
+	n       int64
+	workers int64
+	next    atomic.Int64
+	done    sync.WaitGroup // helpers asked to join
+}
+
+// guidedShare sets the length of a claimed run: what is left divided by
+// guidedShare times the workers. Measured (BenchmarkExperts), 8 beats 2,
+// whose long first runs leave the caller waiting on a descheduled
+// helper, and single pieces, which break up the weight streams.
+const guidedShare = 8
+
+// drain runs pieces of w until none is left.
+func (w *work) drain() {
+	for {
+		lo := w.next.Load()
+		if lo >= w.n {
+			return
+		}
+		hi := lo + max(1, (w.n-lo)/(guidedShare*w.workers))
+		if !w.next.CompareAndSwap(lo, hi) {
+			continue
+		}
+		for i := lo; i < hi; i++ {
+			w.t.Run(int(i))
+		}
+	}
 }
 
 // New starts a backend with the given number of workers (0: GOMAXPROCS)
@@ -39,18 +74,17 @@ func NewWithKernels(workers int, k quant.Kernels) *Backend {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	b := &Backend{workers: workers, k: k, tasks: make(chan task, 4*workers)}
+	b := &Backend{workers: workers, k: k, wake: make(chan *work, 4*workers)}
+	b.works.New = func() any { return new(work) }
 	b.jobs.New = func() any { return new(matJob) }
 	// The calling goroutine works too, so workers-1 helpers suffice.
 	for range workers - 1 {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			for t := range b.tasks {
-				for i := t.lo; i < t.hi; i++ {
-					t.t.Run(i)
-				}
-				t.done.Done()
+			for w := range b.wake {
+				w.drain()
+				w.done.Done()
 			}
 		}()
 	}
@@ -61,7 +95,7 @@ var _ backends.Backend = (*Backend)(nil)
 
 // Close stops the workers.
 func (b *Backend) Close() {
-	close(b.tasks)
+	close(b.wake)
 	b.wg.Wait()
 }
 
@@ -71,14 +105,9 @@ func (b *Backend) Kernels() quant.Kernels { return b.k }
 // Workers returns the number of goroutines that run kernels.
 func (b *Backend) Workers() int { return b.workers }
 
-// Parallel runs t.Run(i) for i in [0, n), split into contiguous ranges over
-// the workers, and waits for all of them.
+// Parallel runs t.Run(i) for i in [0, n) on the workers and waits for all
+// of them.
 func (b *Backend) Parallel(n int, t backends.Task) {
-	var done sync.WaitGroup
-	b.parallel(n, t, &done)
-}
-
-func (b *Backend) parallel(n int, t backends.Task, done *sync.WaitGroup) {
 	if n <= 0 {
 		return
 	}
@@ -88,44 +117,45 @@ func (b *Backend) parallel(n int, t backends.Task, done *sync.WaitGroup) {
 		}
 		return
 	}
-	parts := min(n, 4*b.workers)
-	done.Add(parts - 1)
-	for p := 1; p < parts; p++ {
-		b.tasks <- task{t: t, lo: p * n / parts, hi: (p + 1) * n / parts, done: done}
+	w := b.works.Get().(*work)
+	helpers := min(b.workers-1, n-1)
+	w.t, w.n, w.workers = t, int64(n), int64(helpers+1)
+	w.next.Store(0)
+	w.done.Add(helpers)
+	for range helpers {
+		b.wake <- w
 	}
-	for i := 0; i < n/parts; i++ {
-		t.Run(i)
-	}
-	// Help drain the queue instead of idling while the helpers work: with
-	// only the helpers running the queued parts, 2 workers would split a
-	// job 1:7. A task taken from another caller's job is fine, since each
-	// task signals its own WaitGroup.
+	w.drain()
+	// Take back the wake-ups no helper has picked up yet (ours, or another
+	// caller's, which is then helped): waiting for a busy helper to reach
+	// a job that is already finished would only idle this goroutine, and
+	// a Parallel nested in a piece could deadlock.
 	for {
-		var tk task
 		select {
-		case tk = <-b.tasks:
+		case o := <-b.wake:
+			o.drain()
+			o.done.Done()
+			continue
 		default:
-			done.Wait()
-			return
 		}
-		for i := tk.lo; i < tk.hi; i++ {
-			tk.t.Run(i)
-		}
-		tk.done.Done()
+		break
 	}
+	w.done.Wait()
+	w.t = nil
+	b.works.Put(w)
 }
 
-// matJob is one matrix product: the weights, the quantized or float inputs
-// and the output, split into tasks of rowsPerTask rows.
+// matJob is one batch of matrix products: the products, their quantized
+// inputs and the split of their rows into tasks of rowsPerTask rows.
 type matJob struct {
-	k    *quant.Kernels
-	w    backends.Matrix
-	x    []float32
-	dst  []float32
-	n    int
-	q80  []quant.BlockQ8_0
-	q8k  []quant.BlockQ8K
-	done sync.WaitGroup
+	k     *quant.Kernels
+	ps    []backends.Product
+	one   [1]backends.Product // MatMul's product, so it allocates nothing
+	start []int               // first task of each product, then the total
+	off   []int               // first quantized block of each product's inputs
+	own   []bool              // whether a product quantizes its inputs itself
+	q80   []quant.BlockQ8_0
+	q8k   []quant.BlockQ8K
 }
 
 // rowsPerTask groups rows so each task is worth scheduling.
@@ -142,59 +172,170 @@ func (b *Backend) MatVec(dst []float32, w backends.Matrix, x []float32) {
 // quantized once per call, not once per row.
 func (b *Backend) MatMul(dst []float32, w backends.Matrix, x []float32, n int) {
 	j := b.jobs.Get().(*matJob)
-	j.k, j.w, j.x, j.dst, j.n = &b.k, w, x, dst, n
-	cols := w.Cols
-	switch w.Type {
-	case quant.Q8_0:
-		nb := cols / 32
-		j.q80 = grow(j.q80, n*nb)
-		for t := range n {
-			quant.QuantizeQ8_0(x[t*cols:(t+1)*cols], j.q80[t*nb:(t+1)*nb])
-		}
-	case quant.Q2_K, quant.Q4_K, quant.IQ2_XXS:
-		nb := cols / quant.QK_K
-		j.q8k = grow(j.q8k, n*nb)
-		for t := range n {
-			quant.QuantizeQ8K(x[t*cols:(t+1)*cols], j.q8k[t*nb:(t+1)*nb])
-		}
-	case quant.F16, quant.BF16, quant.F32:
-	default:
-		panic("cpu: matvec on unsupported weight type " + w.Type.String())
-	}
-	b.parallel((w.Rows+rowsPerTask-1)/rowsPerTask, j, &j.done)
-	j.w, j.x, j.dst = backends.Matrix{}, nil, nil
+	j.one[0] = backends.Product{Dst: dst, W: w, X: x, N: n}
+	b.run(j, j.one[:])
+	j.one[0] = backends.Product{}
 	b.jobs.Put(j)
 }
 
-// Run computes the rows of task i for every input.
+// MatMulBatch computes every product of ps in one parallel job; see
+// backends.Backend. One job instead of one per product saves a wake-up and
+// a wait per product, and balances small products against large ones.
+func (b *Backend) MatMulBatch(ps []backends.Product) {
+	j := b.jobs.Get().(*matJob)
+	b.run(j, ps)
+	b.jobs.Put(j)
+}
+
+// actKind is the activation a weight type multiplies: float32 as is, or
+// quantized to Q8_0 or Q8_K blocks.
+type actKind int
+
+const (
+	actFloat actKind = iota
+	actQ8_0
+	actQ8K
+)
+
+func kindOf(t quant.Type) actKind {
+	switch t {
+	case quant.Q8_0:
+		return actQ8_0
+	case quant.Q2_K, quant.Q4_K, quant.IQ2_XXS:
+		return actQ8K
+	case quant.F16, quant.BF16, quant.F32:
+		return actFloat
+	}
+	panic("cpu: matvec on unsupported weight type " + t.String())
+}
+
+// blockLen is the number of activation elements per quantized block.
+func (k actKind) blockLen() int {
+	if k == actQ8_0 {
+		return 32
+	}
+	return quant.QK_K
+}
+
+func stride(s, def int) int {
+	if s == 0 {
+		return def
+	}
+	return s
+}
+
+// sameInputs reports whether two products read the same activations.
+func sameInputs(a, b *backends.Product) bool {
+	return a.N == b.N && a.W.Cols == b.W.Cols && len(a.X) == len(b.X) && len(a.X) > 0 &&
+		&a.X[0] == &b.X[0] && stride(a.XStride, a.W.Cols) == stride(b.XStride, b.W.Cols)
+}
+
+// run checks the products, quantizes each distinct input once and runs
+// every product's row tasks as one parallel job.
+func (b *Backend) run(j *matJob, ps []backends.Product) {
+	j.k, j.ps = &b.k, ps
+	j.start = grow(j.start, len(ps)+1)
+	j.off = grow(j.off, len(ps))
+	j.own = grow(j.own, len(ps))
+	tasks, n80, n8k := 0, 0, 0
+	for i := range ps {
+		p := &ps[i]
+		w := p.W
+		if p.N < 0 || p.N > 0 && (len(p.X) < (p.N-1)*stride(p.XStride, w.Cols)+w.Cols || len(p.Dst) < (p.N-1)*stride(p.DstStride, w.Rows)+w.Rows) {
+			panic(fmt.Sprintf("cpu: product %d with %s: %d inputs do not fit %d or %d outputs do not fit %d floats",
+				i, w.Name, p.N, len(p.X), p.N, len(p.Dst)))
+		}
+		j.start[i] = tasks
+		if p.N > 0 {
+			tasks += (w.Rows + rowsPerTask - 1) / rowsPerTask
+		}
+		kind := kindOf(w.Type)
+		j.off[i], j.own[i] = -1, false
+		if kind == actFloat || p.N == 0 {
+			continue
+		}
+		for k := range i {
+			if kindOf(ps[k].W.Type) == kind && sameInputs(&ps[k], p) {
+				j.off[i] = j.off[k]
+				break
+			}
+		}
+		if j.off[i] >= 0 {
+			continue
+		}
+		nb := p.N * w.Cols / kind.blockLen()
+		j.own[i] = true
+		if kind == actQ8_0 {
+			j.off[i], n80 = n80, n80+nb
+		} else {
+			j.off[i], n8k = n8k, n8k+nb
+		}
+	}
+	j.start[len(ps)] = tasks
+	j.q80 = grow(j.q80, n80)
+	j.q8k = grow(j.q8k, n8k)
+	for i := range ps {
+		if j.own[i] {
+			j.quantize(&ps[i], j.off[i])
+		}
+	}
+	b.Parallel(tasks, j)
+	j.ps = nil
+}
+
+// quantize quantizes the inputs of p into the blocks from off on.
+func (j *matJob) quantize(p *backends.Product, off int) {
+	cols := p.W.Cols
+	xs := stride(p.XStride, cols)
+	switch kindOf(p.W.Type) {
+	case actQ8_0:
+		nb := cols / 32
+		for t := range p.N {
+			quant.QuantizeQ8_0(p.X[t*xs:t*xs+cols], j.q80[off+t*nb:off+(t+1)*nb])
+		}
+	case actQ8K:
+		nb := cols / quant.QK_K
+		for t := range p.N {
+			quant.QuantizeQ8K(p.X[t*xs:t*xs+cols], j.q8k[off+t*nb:off+(t+1)*nb])
+		}
+	}
+}
+
+// Run computes the rows of task i for every input of its product.
 func (j *matJob) Run(i int) {
-	w, cols, rows := j.w, j.w.Cols, j.w.Rows
-	r1 := min(rows, (i+1)*rowsPerTask)
-	for r := i * rowsPerTask; r < r1; r++ {
+	pi, _ := slices.BinarySearch(j.start, i+1)
+	pi--
+	p := &j.ps[pi]
+	w, cols, rows := p.W, p.W.Cols, p.W.Rows
+	xs, ds := stride(p.XStride, cols), stride(p.DstStride, rows)
+	off := j.off[pi]
+	r0 := (i - j.start[pi]) * rowsPerTask
+	r1 := min(rows, r0+rowsPerTask)
+	for r := r0; r < r1; r++ {
 		row := w.Data[r*w.RowBytes : (r+1)*w.RowBytes]
-		for t := range j.n {
+		for t := range p.N {
 			var v float32
 			switch w.Type {
 			case quant.Q8_0:
 				nb := cols / 32
-				v = j.k.Q8_0(row, j.q80[t*nb:(t+1)*nb])
+				v = j.k.Q8_0(row, j.q80[off+t*nb:off+(t+1)*nb])
 			case quant.Q2_K:
 				nb := cols / quant.QK_K
-				v = j.k.Q2K(row, j.q8k[t*nb:(t+1)*nb])
+				v = j.k.Q2K(row, j.q8k[off+t*nb:off+(t+1)*nb])
 			case quant.Q4_K:
 				nb := cols / quant.QK_K
-				v = j.k.Q4K(row, j.q8k[t*nb:(t+1)*nb])
+				v = j.k.Q4K(row, j.q8k[off+t*nb:off+(t+1)*nb])
 			case quant.IQ2_XXS:
 				nb := cols / quant.QK_K
-				v = j.k.IQ2XXS(row, j.q8k[t*nb:(t+1)*nb])
+				v = j.k.IQ2XXS(row, j.q8k[off+t*nb:off+(t+1)*nb])
 			case quant.F16:
-				v = j.k.F16(row, j.x[t*cols:(t+1)*cols])
+				v = j.k.F16(row, p.X[t*xs:t*xs+cols])
 			case quant.BF16:
-				v = DotBF16(row, j.x[t*cols:(t+1)*cols])
+				v = DotBF16(row, p.X[t*xs:t*xs+cols])
 			case quant.F32:
-				v = j.k.F32(row, j.x[t*cols:(t+1)*cols])
+				v = j.k.F32(row, p.X[t*xs:t*xs+cols])
 			}
-			j.dst[t*rows+r] = v
+			p.Dst[t*ds+r] = v
 		}
 	}
 }

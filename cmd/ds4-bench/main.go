@@ -6,6 +6,7 @@
 //	          [--step-incr N | --step-mul F] [--gen-tokens N] [--csv FILE]
 //	          [--repeat N] [--parquet DIR] [--svg FILE]
 //	ds4-bench plot CSV... [-o OUT.svg|OUT.png] [--title T] [--width 960] [--height 540]
+//	ds4-bench roofline [-m MODEL] [--prefill N] [--decode N] [--parquet DIR]
 //
 // The CSV has upstream's columns exactly; --parquet adds one Parquet file
 // per run with the run metadata under DIR/bench/model=…/date=…/;
@@ -56,6 +57,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	if len(args) > 0 && args[0] == "plot" {
 		err = runPlot(args[1:], stdout, stderr)
+	} else if len(args) > 0 && args[0] == "roofline" {
+		err = runRoofline(ctx, args[1:], stdout, stderr)
 	} else {
 		err = runBench(ctx, args, stdout, stderr)
 	}
@@ -73,6 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 const usage = `Usage: ds4-bench --prompt-file FILE [options]
        ds4-bench plot CSV... [-o OUT.svg] [--title T] [--width 960] [--height 540]
+       ds4-bench roofline [-m MODEL] [--prefill N] [--decode N] [--parquet DIR]
 
 Benchmarks instantaneous prefill and generation throughput at context
 frontiers such as 2048, 4096, 6144, ... . Generation is always greedy,

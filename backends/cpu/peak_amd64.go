@@ -1,0 +1,36 @@
+//go:build amd64 && !purego
+
+package cpu
+
+import "golang.org/x/sys/cpu"
+
+// hasAVX2 reports whether the AVX2 probes of peak_amd64.s can run.
+var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+func readSum(b []byte) uint64 {
+	if !hasAVX2 {
+		return readSumGo(b)
+	}
+	return readSumAVX2(b)
+}
+
+func fmaLoop(n int) float32 {
+	if !hasAVX2 {
+		return fmaLoopGo(n)
+	}
+	return fmaLoopAVX2(n)
+}
+
+func dotI8Loop(n int) int32 {
+	if !hasAVX2 {
+		return dotI8LoopGo(n)
+	}
+	return dotI8LoopAVX2(n)
+}
+
+//go:noescape
+func readSumAVX2(b []byte) uint64
+
+func fmaLoopAVX2(n int) float32
+
+func dotI8LoopAVX2(n int) int32

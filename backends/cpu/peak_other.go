@@ -1,0 +1,9 @@
+//go:build !amd64 || purego
+
+package cpu
+
+func readSum(b []byte) uint64 { return readSumGo(b) }
+
+func fmaLoop(n int) float32 { return fmaLoopGo(n) }
+
+func dotI8Loop(n int) int32 { return dotI8LoopGo(n) }

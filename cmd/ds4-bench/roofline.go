@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/progress"
+)
+
+const rooflineUsage = `Usage: ds4-bench roofline [-m MODEL] [options]
+
+Measures this machine's limits (memory-read bandwidth and the peak of the
+dot kernels' float32 FMA and int8 mixes, with 1 thread and all threads),
+the weight bytes one decode step of the model reads (per layer and in
+total, with the model's active-expert count), the decode speed of light
+(bandwidth / bytes) and the compute-bound prefill limit, then the
+model's prefill and decode speed and their fractions of those limits.
+
+Options:
+`
+
+// runRoofline is the roofline subcommand.
+func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := pflag.NewFlagSet("ds4-bench roofline", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.SortFlags = false
+	model := fs.StringP("model", "m", "", "GGUF model (default ./"+defaultModel+", else the built-in tiny model)")
+	threads := fs.IntP("threads", "t", 0, "CPU worker threads and all-threads probe width (0: one per CPU)")
+	bufMB := fs.Int("buffer-mb", 1024, "bandwidth probe buffer in MiB (much larger than the last-level cache)")
+	minTime := fs.Duration("min-time", time.Second, "shortest timed run of each probe")
+	trials := fs.Int("trials", 3, "timed runs per probe; the best is kept")
+	prefill := fs.Int("prefill", 64, "prompt tokens prefilled to measure prefill speed")
+	decode := fs.Int("decode", 16, "tokens decoded after the prefill (and 4 untimed ones) to measure decode speed")
+	noSpeed := fs.Bool("no-speed", false, "skip measuring the model's speed")
+	lock := fs.Bool("lock", true, "pin the weights in memory (mlock) while measuring the model's speed")
+	parquetDir := fs.String("parquet", "", "write the run as Parquet under DIR/roofline/…")
+	hash := fs.String("hash", string(harness.HashQuick), "model fingerprint in the run metadata: sha256, quick or none")
+	noProgress := fs.Bool("no-progress", false, "no progress lines on stderr")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, rooflineUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageError{fmt.Errorf("roofline: unexpected argument %q", fs.Arg(0))}
+	case *threads < 0 || *bufMB <= 0 || *minTime <= 0 || *trials <= 0:
+		return usageError{errors.New("roofline: --threads must be >= 0 and --buffer-mb, --min-time, --trials positive")}
+	case !*noSpeed && (*prefill <= 0 || *decode <= 0):
+		return usageError{errors.New("roofline: --prefill and --decode must be positive")}
+	}
+	m, modelPath, err := engine.OpenDefault(*model)
+	if err != nil {
+		return err
+	}
+	if modelPath == "" {
+		fmt.Fprintf(stderr, "ds4-bench: no -m and no ./%s: measuring the built-in tiny synthetic model\n", defaultModel)
+	}
+	if m.File != nil {
+		defer m.File.Close()
+	}
+	be := cpu.New(*threads)
+	defer be.Close()
+	meta, err := harness.CollectMeta(harness.MetaOptions{
+		Tool: "ds4-bench roofline", ModelPath: modelPath, Model: m, Backend: "cpu", Threads: be.Workers(),
+		Hash: harness.HashMode(*hash), Args: append([]string{"ds4-bench", "roofline"}, args...), Progress: stderr,
+	})
+	if err != nil {
+		return err
+	}
+	meta.Notes = "kernels=" + be.Kernels().Name
+	parts, err := harness.DecodeTraffic(m.File, m.Params)
+	if err != nil {
+		return err
+	}
+	step := func(s string) {
+		if !*noProgress {
+			fmt.Fprintf(stderr, "ds4-bench: probing %s\n", s)
+		}
+	}
+	mc, err := harness.MeasureMachine(ctx, harness.MachineConfig{
+		BufferBytes: int64(*bufMB) << 20, Threads: be.Workers(), MinTime: *minTime, Trials: *trials,
+	}, step)
+	if err != nil {
+		return err
+	}
+	var sp harness.Speed
+	if !*noSpeed && *lock {
+		unlock, err := harness.LockWeights(m.File)
+		if err != nil {
+			return fmt.Errorf("%w (run with --lock=false to measure unpinned)", err)
+		}
+		defer unlock()
+	}
+	if !*noSpeed {
+		var bar *progress.Bar
+		tick := func(int) {}
+		if !*noProgress {
+			bar = progress.New(stderr, "ds4-bench: prefill+decode", int64(*prefill+*decode+4), " tok")
+			tick = func(n int) { bar.Add(int64(n)) }
+		}
+		sp, err = harness.MeasureSpeed(ctx, m, be, *prefill, *decode, tick)
+		if bar != nil {
+			bar.Finish()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	recs := harness.RooflineRecords(meta, mc, parts, sp)
+	printRoofline(stdout, meta, recs)
+	if *parquetDir != "" {
+		path, err := harness.WriteRun(*parquetDir, harness.RooflineTable, meta, recs)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "ds4-bench: wrote %s\n", path)
+	}
+	return nil
+}
+
+// printRoofline writes the run's report: the machine, the traffic table
+// and the limits and fractions.
+func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRecord) {
+	if len(recs) == 0 {
+		return
+	}
+	r := recs[len(recs)-1]
+	mb := func(b int64) string { return fmt.Sprintf("%.2f", float64(b)/1e6) }
+	fmt.Fprintf(w, "machine: %s, %d threads, %s\n", meta.CPUModel, r.ProbeThreads, meta.Notes)
+	fmt.Fprintf(w, "read bandwidth   %8.2f GB/s (1 thread)  %8.2f GB/s (%d threads)\n", r.ReadGBs1, r.ReadGBsAll, r.ProbeThreads)
+	fmt.Fprintf(w, "float32 FMA      %8.2f GFLOP/s          %8.2f GFLOP/s\n", r.FMAGflops1, r.FMAGflopsAll)
+	fmt.Fprintf(w, "int8 dot (AVX2)  %8.2f Gop/s            %8.2f Gop/s\n\n", r.Int8Gops1, r.Int8GopsAll)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "part\tlayer\tratio\tdense MB\texperts MB\ttotal MB\tindexer MB (long ctx)\tint8 MMAC\tfloat MMAC\t")
+	for _, r := range recs {
+		layer, ratio := "", ""
+		if r.Part == "layer" {
+			layer, ratio = fmt.Sprint(r.Layer), fmt.Sprint(r.Ratio)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t\n", r.Part, layer, ratio, mb(r.DenseBytes), mb(r.ExpertBytes),
+			mb(r.Bytes), mb(r.IndexerBytes), float64(r.MACsInt8)/1e6, float64(r.MACsFloat)/1e6)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\ndecode speed of light:  %.3f tok/s (%.2f GB/s over %s MB per token)\n", r.DecodeLimitTPS, r.ReadGBsAll, mb(r.Bytes))
+	fmt.Fprintf(w, "prefill compute limit:  %.3f tok/s\n", r.PrefillLimitTPS)
+	if r.DecodeTokens > 0 {
+		fmt.Fprintf(w, "decode:   %.3f tok/s = %.3f of the speed of light (%.2f GB/s of weights)\n", r.DecodeTPS, r.DecodeFraction, r.DecodeTPS*float64(r.Bytes)/1e9)
+		fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit (%d tokens)\n", r.PrefillTPS, r.PrefillFraction, r.PrefillTokens)
+	}
+}

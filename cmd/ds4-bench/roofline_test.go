@@ -1,0 +1,53 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ds4-go/ds4/harness"
+)
+
+// TestRooflineTiny runs the roofline subcommand on the tiny model with
+// small probes and checks its report and Parquet rows.
+func TestRooflineTiny(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"roofline", "--buffer-mb", "8", "--min-time", "10ms", "--trials", "1",
+		"--prefill", "4", "--decode", "2", "-t", "2", "--parquet", dir, "--no-progress"}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	for _, want := range []string{"read bandwidth", "int8 dot", "decode speed of light", "of the speed of light", "of the compute limit"} {
+		require.Contains(t, out.String(), want)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, harness.RooflineTable, "model=DS4-tiny", "date=*", "*.parquet"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	recs, err := harness.ReadRows[harness.RooflineRecord](files[0])
+	require.NoError(t, err)
+	require.Len(t, recs, 6+3) // embd, 6 layers, head, total
+	tot := recs[len(recs)-1]
+	require.Equal(t, "total", tot.Part)
+	require.Greater(t, tot.ReadGBsAll, 0.0)
+	require.Greater(t, tot.DecodeTPS, 0.0)
+	require.InDelta(t, tot.DecodeTPS/tot.DecodeLimitTPS, tot.DecodeFraction, 1e-12)
+	require.Equal(t, int64(2), tot.Threads)
+}
+
+func TestRooflineUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"roofline", "--buffer-mb", "0"}, "--buffer-mb"},
+		{[]string{"roofline", "--decode", "0"}, "--prefill and --decode must be positive"},
+		{[]string{"roofline", "extra"}, "unexpected argument"},
+		{[]string{"roofline", "--bogus"}, "unknown flag"},
+	} {
+		var out, errOut bytes.Buffer
+		require.Equal(t, 2, run(context.Background(), tc.args, &out, &errOut), "%v: %s", tc.args, errOut.String())
+		require.Contains(t, errOut.String(), tc.want, tc.args)
+	}
+}

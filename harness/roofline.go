@@ -1,0 +1,381 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ds4-go/ds4/backends"
+	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/gguf"
+	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/quant"
+)
+
+// MachineConfig sets how MeasureMachine probes the machine.
+type MachineConfig struct {
+	BufferBytes int64         // bytes streamed by the bandwidth probe; 0 means 1 GiB
+	Threads     int           // goroutines of the all-threads probes; 0 means GOMAXPROCS
+	MinTime     time.Duration // shortest timed run of each probe; 0 means 1 s
+	Trials      int           // timed runs per probe, the best one kept; 0 means 3
+}
+
+// Machine is the measured limits of this machine: sustained memory-read
+// bandwidth and the peak throughput of the dot kernels' instruction mixes,
+// with one goroutine and with all of them.
+type Machine struct {
+	ProbeThreads int64   `parquet:"probe_threads"`
+	ReadGBs1     float64 `parquet:"read_gbs_1"`   // GB/s (1e9 bytes) read by one goroutine
+	ReadGBsAll   float64 `parquet:"read_gbs_all"` // GB/s read by ProbeThreads goroutines
+	FMAGflops1   float64 `parquet:"fma_gflops_1"` // float32 GFLOP/s (an FMA is 2) of one goroutine
+	FMAGflopsAll float64 `parquet:"fma_gflops_all"`
+	Int8Gops1    float64 `parquet:"int8_gops_1"` // int8 Gop/s (a multiply-add is 2) of one goroutine
+	Int8GopsAll  float64 `parquet:"int8_gops_all"`
+	BufferBytes  int64   `parquet:"buffer_bytes"`
+}
+
+func (c *MachineConfig) normalize() error {
+	if c.BufferBytes == 0 {
+		c.BufferBytes = 1 << 30
+	}
+	if c.Threads == 0 {
+		c.Threads = runtime.GOMAXPROCS(0)
+	}
+	if c.MinTime == 0 {
+		c.MinTime = time.Second
+	}
+	if c.Trials == 0 {
+		c.Trials = 3
+	}
+	if c.BufferBytes < int64(cpu.ReadSumAlign)*int64(c.Threads) || c.Threads < 0 || c.MinTime < 0 || c.Trials < 0 {
+		return fmt.Errorf("harness: roofline: bad probe settings %+v", *c)
+	}
+	return nil
+}
+
+// MeasureMachine runs the bandwidth and compute probes; step, when not
+// nil, is told the name of each probe as it starts.
+func MeasureMachine(ctx context.Context, cfg MachineConfig, step func(string)) (Machine, error) {
+	if err := cfg.normalize(); err != nil {
+		return Machine{}, err
+	}
+	if step == nil {
+		step = func(string) {}
+	}
+	mc := Machine{ProbeThreads: int64(cfg.Threads), BufferBytes: cfg.BufferBytes}
+	buf := make([]byte, cfg.BufferBytes/cpu.ReadSumAlign*cpu.ReadSumAlign)
+	// Write every page first: untouched pages all map the kernel's zero
+	// page, and reading them would measure the cache.
+	parallelRange(cfg.Threads, len(buf), func(lo, hi int) {
+		for i := lo; i < hi; i += 64 {
+			buf[i] = byte(i >> 6)
+		}
+	})
+	type probe struct {
+		name    string
+		out     *float64
+		threads int
+		run     func(threads int) (units float64, elapsed time.Duration)
+	}
+	read := func(threads int) (float64, time.Duration) {
+		return readProbe(buf, threads, cfg.MinTime)
+	}
+	fma := func(threads int) (float64, time.Duration) {
+		return loopProbe(threads, cfg.MinTime, cpu.FMAFlopsPerIter, func(n int) { runtime.KeepAlive(cpu.FMALoop(n)) })
+	}
+	i8 := func(threads int) (float64, time.Duration) {
+		return loopProbe(threads, cfg.MinTime, cpu.DotI8OpsPerIter, func(n int) { runtime.KeepAlive(cpu.DotI8Loop(n)) })
+	}
+	probes := []probe{
+		{"read bandwidth, 1 thread", &mc.ReadGBs1, 1, read},
+		{fmt.Sprintf("read bandwidth, %d threads", cfg.Threads), &mc.ReadGBsAll, cfg.Threads, read},
+		{"float32 FMA, 1 thread", &mc.FMAGflops1, 1, fma},
+		{fmt.Sprintf("float32 FMA, %d threads", cfg.Threads), &mc.FMAGflopsAll, cfg.Threads, fma},
+		{"int8 dot, 1 thread", &mc.Int8Gops1, 1, i8},
+		{fmt.Sprintf("int8 dot, %d threads", cfg.Threads), &mc.Int8GopsAll, cfg.Threads, i8},
+	}
+	for _, p := range probes {
+		step(p.name)
+		for range cfg.Trials {
+			if err := ctx.Err(); err != nil {
+				return mc, fmt.Errorf("harness: roofline: %w", err)
+			}
+			units, el := p.run(p.threads)
+			*p.out = max(*p.out, units/el.Seconds()/1e9)
+		}
+	}
+	return mc, nil
+}
+
+// readProbe streams buf split over threads goroutines, enough passes to
+// last at least minTime, and returns the bytes read and the time taken.
+func readProbe(buf []byte, threads int, minTime time.Duration) (float64, time.Duration) {
+	pass := func(passes int) time.Duration {
+		start := time.Now()
+		parallelRange(threads, len(buf)/cpu.ReadSumAlign, func(lo, hi int) {
+			part := buf[lo*cpu.ReadSumAlign : hi*cpu.ReadSumAlign]
+			var s uint64
+			for range passes {
+				s += cpu.ReadSum(part)
+			}
+			runtime.KeepAlive(s)
+		})
+		return time.Since(start)
+	}
+	one := pass(1)
+	passes := max(1, int(minTime/max(one, time.Microsecond)))
+	return float64(passes) * float64(len(buf)), pass(passes)
+}
+
+// loopProbe runs loop on threads goroutines with an iteration count
+// sized to last at least minTime and returns the operations done (perIter
+// per iteration) and the time taken.
+func loopProbe(threads int, minTime time.Duration, perIter int, loop func(n int)) (float64, time.Duration) {
+	n := 1 << 16
+	for {
+		start := time.Now()
+		loop(n)
+		if el := time.Since(start); el > minTime/20 || n > 1<<40 {
+			n = max(n, int(float64(n)*minTime.Seconds()/el.Seconds()))
+			break
+		}
+		n *= 4
+	}
+	start := time.Now()
+	parallelRange(threads, threads, func(int, int) { loop(n) })
+	return float64(n) * float64(perIter) * float64(threads), time.Since(start)
+}
+
+// parallelRange splits [0, n) into threads contiguous parts, runs f on
+// each in its own goroutine and waits.
+func parallelRange(threads, n int, f func(lo, hi int)) {
+	var wg sync.WaitGroup
+	for t := range threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(t*n/threads, (t+1)*n/threads)
+		}()
+	}
+	wg.Wait()
+}
+
+// Traffic is what one decode step reads from the weights of one part of a
+// model (the embedding row, a layer, or the output head), at a context
+// short enough that the indexer's query projections are not needed.
+type Traffic struct {
+	Part         string `parquet:"part"`  // "embd", "layer", "head" or "total"
+	Layer        int64  `parquet:"layer"` // layer index, -1 for other parts
+	Ratio        int64  `parquet:"ratio"` // the layer's compression ratio
+	DenseBytes   int64  `parquet:"dense_bytes"`
+	ExpertBytes  int64  `parquet:"expert_bytes"`  // ExpertsUsed routed experts
+	IndexerBytes int64  `parquet:"indexer_bytes"` // indexer query weights, read only past 4·IndexerTopK tokens (not in Bytes)
+	Bytes        int64  `parquet:"bytes"`         // DenseBytes + ExpertBytes
+	MACsInt8     int64  `parquet:"macs_int8"`     // multiply-adds against int8-quantized activations
+	MACsFloat    int64  `parquet:"macs_float"`    // multiply-adds against float32 activations
+}
+
+// DecodeTraffic returns the weight traffic of one decode step of the DS4
+// model in f (shape p): one embedding row, each layer's tensors with
+// ExpertsUsed of its routed experts, and the output head, then their total.
+// Vectors, lookup tables (one row) and matrices are counted from the
+// file's tensor table, so the numbers hold for any recipe.
+func DecodeTraffic(f *gguf.File, p layout.Params) ([]Traffic, error) {
+	parts := make([]Traffic, 0, p.Layers+3)
+	parts = append(parts, Traffic{Part: "embd", Layer: -1})
+	for il := range p.Layers {
+		parts = append(parts, Traffic{Part: "layer", Layer: int64(il), Ratio: int64(p.Ratio(il))})
+	}
+	parts = append(parts, Traffic{Part: "head", Layer: -1})
+	for _, t := range f.Tensors {
+		var tr *Traffic
+		name := t.Name
+		switch {
+		case name == "token_embd.weight":
+			tr = &parts[0]
+		case strings.HasPrefix(name, "output"):
+			tr = &parts[len(parts)-1]
+		case strings.HasPrefix(name, "blk."):
+			var il int
+			if _, err := fmt.Sscanf(name, "blk.%d.", &il); err != nil || il < 0 || il >= p.Layers {
+				return nil, fmt.Errorf("harness: roofline: tensor %q: no such layer", name)
+			}
+			tr = &parts[1+il]
+		default:
+			return nil, fmt.Errorf("harness: roofline: tensor %q: unknown part", name)
+		}
+		size, macs := int64(t.Size), int64(t.Elements())
+		if len(t.Dims) < 2 {
+			macs = 0
+		}
+		switch {
+		case strings.HasSuffix(name, "_exps.weight"):
+			if len(t.Dims) != 3 || t.Dims[2] == 0 {
+				return nil, fmt.Errorf("harness: roofline: tensor %q: expert stack of shape %v", name, t.Dims)
+			}
+			e := int64(t.Dims[2])
+			tr.ExpertBytes += size / e * int64(p.ExpertsUsed)
+			tr.MACsInt8 += macs / e * int64(p.ExpertsUsed)
+			continue
+		case strings.Contains(name, "indexer.attn_q_b.") || strings.Contains(name, "indexer.proj."):
+			tr.IndexerBytes += size
+			continue
+		case name == "token_embd.weight" || strings.Contains(name, "tid2eid") || strings.Contains(name, "_ape."):
+			// Lookup tables: one row per token.
+			if len(t.Dims) != 2 || t.Dims[1] == 0 {
+				return nil, fmt.Errorf("harness: roofline: tensor %q: table of shape %v", name, t.Dims)
+			}
+			size, macs = size/int64(t.Dims[1]), 0
+		}
+		tr.DenseBytes += size
+		if t.Type == quant.Q8_0 || t.Type == quant.Q2_K || t.Type == quant.Q4_K || t.Type == quant.IQ2_XXS {
+			tr.MACsInt8 += macs
+		} else {
+			tr.MACsFloat += macs
+		}
+	}
+	total := Traffic{Part: "total", Layer: -1}
+	for i := range parts {
+		tr := &parts[i]
+		tr.Bytes = tr.DenseBytes + tr.ExpertBytes
+		total.DenseBytes += tr.DenseBytes
+		total.ExpertBytes += tr.ExpertBytes
+		total.IndexerBytes += tr.IndexerBytes
+		total.Bytes += tr.Bytes
+		total.MACsInt8 += tr.MACsInt8
+		total.MACsFloat += tr.MACsFloat
+	}
+	return append(parts, total), nil
+}
+
+// DecodeLimit returns the decode speed of light in tokens/s: the
+// all-threads read bandwidth over the bytes of one step.
+func DecodeLimit(mc Machine, total Traffic) float64 {
+	if total.Bytes == 0 {
+		return 0
+	}
+	return mc.ReadGBsAll * 1e9 / float64(total.Bytes)
+}
+
+// PrefillLimit returns the compute-bound prefill limit in tokens/s: each
+// token's multiply-adds at the all-threads peak of their instruction mix
+// (int8 dot for quantized weights, float32 FMA for float ones). The int8
+// peak is that of the plainest Q8 dot; the IQ2/K-quant dots need extra
+// work per weight, so the bound is optimistic for them.
+func PrefillLimit(mc Machine, total Traffic) float64 {
+	if mc.Int8GopsAll == 0 || mc.FMAGflopsAll == 0 {
+		return 0
+	}
+	sec := 2*float64(total.MACsInt8)/(mc.Int8GopsAll*1e9) + 2*float64(total.MACsFloat)/(mc.FMAGflopsAll*1e9)
+	if sec == 0 {
+		return 0
+	}
+	return 1 / sec
+}
+
+// Speed is a measured prefill and decode rate of a model.
+type Speed struct {
+	PrefillTokens int64   `parquet:"prefill_tokens"`
+	PrefillTPS    float64 `parquet:"prefill_tps"`
+	DecodeTokens  int64   `parquet:"decode_tokens"`
+	DecodeTPS     float64 `parquet:"decode_tps"`
+}
+
+// speedWarmup is the number of untimed decode steps between the prefill
+// and the timed decode: the first steps of a process run measurably
+// slower (cold caches and TLBs over the weights).
+const speedWarmup = 4
+
+// MeasureSpeed prefills prefill tokens of a fixed pseudo-random sequence in
+// a fresh session on be, decodes speedWarmup more untimed, then decode
+// more one at a time, and returns both rates; tick, when not nil, is
+// called after each step.
+func MeasureSpeed(ctx context.Context, m *engine.Model, be backends.Backend, prefill, decode int, tick func(n int)) (Speed, error) {
+	if prefill <= 0 || decode <= 0 {
+		return Speed{}, errors.New("harness: roofline: prefill and decode token counts must be positive")
+	}
+	s, err := engine.NewSession(m, be, engine.Options{Context: prefill + speedWarmup + decode + 1})
+	if err != nil {
+		return Speed{}, fmt.Errorf("harness: roofline: %w", err)
+	}
+	toks := make([]int, prefill+speedWarmup+decode)
+	x := uint64(0x9e3779b97f4a7c15)
+	for i := range toks {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		toks[i] = int(x % uint64(m.Params.Vocab))
+	}
+	if tick == nil {
+		tick = func(int) {}
+	}
+	sp := Speed{PrefillTokens: int64(prefill), DecodeTokens: int64(decode)}
+	start := time.Now()
+	if err := s.Prefill(toks[:prefill]); err != nil {
+		return sp, fmt.Errorf("harness: roofline: prefill: %w", err)
+	}
+	sp.PrefillTPS = float64(prefill) / time.Since(start).Seconds()
+	tick(prefill)
+	for _, t := range toks[prefill : prefill+speedWarmup] {
+		if err := s.Decode(t); err != nil {
+			return sp, fmt.Errorf("harness: roofline: decode: %w", err)
+		}
+		tick(1)
+	}
+	start = time.Now()
+	for _, t := range toks[prefill+speedWarmup:] {
+		if err := ctx.Err(); err != nil {
+			return sp, fmt.Errorf("harness: roofline: %w", err)
+		}
+		if err := s.Decode(t); err != nil {
+			return sp, fmt.Errorf("harness: roofline: decode: %w", err)
+		}
+		tick(1)
+	}
+	sp.DecodeTPS = float64(decode) / time.Since(start).Seconds()
+	return sp, nil
+}
+
+// RooflineRecord is one row of a roofline run's Parquet file: the run,
+// the machine, one part's traffic, the limits and, when measured, the
+// model's speed and its fractions of the limits (all but the traffic
+// repeat on every row).
+type RooflineRecord struct {
+	RunMeta
+	Machine
+	Traffic
+	Speed
+	DecodeLimitTPS  float64 `parquet:"decode_limit_tps"`
+	PrefillLimitTPS float64 `parquet:"prefill_limit_tps"`
+	DecodeFraction  float64 `parquet:"decode_fraction"`
+	PrefillFraction float64 `parquet:"prefill_fraction"`
+}
+
+// RooflineTable is the directory of roofline runs under a results root.
+const RooflineTable = "roofline"
+
+// RooflineRecords joins a run's measurements into its rows.
+func RooflineRecords(meta RunMeta, mc Machine, parts []Traffic, sp Speed) []RooflineRecord {
+	var total Traffic
+	if len(parts) > 0 {
+		total = parts[len(parts)-1]
+	}
+	dl, pl := DecodeLimit(mc, total), PrefillLimit(mc, total)
+	recs := make([]RooflineRecord, len(parts))
+	for i, t := range parts {
+		r := RooflineRecord{RunMeta: meta, Machine: mc, Traffic: t, Speed: sp, DecodeLimitTPS: dl, PrefillLimitTPS: pl}
+		if dl > 0 {
+			r.DecodeFraction = sp.DecodeTPS / dl
+		}
+		if pl > 0 {
+			r.PrefillFraction = sp.PrefillTPS / pl
+		}
+		recs[i] = r
+	}
+	return recs
+}

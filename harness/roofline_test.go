@@ -1,0 +1,191 @@
+package harness
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ds4-go/ds4/backends"
+	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/quant"
+)
+
+// TestDecodeTraffic checks the traffic read from the tensor table against
+// one computed independently from the model's bound matrices and vectors.
+func TestDecodeTraffic(t *testing.T) {
+	m, err := engine.OpenTiny()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := m.Params
+	parts, err := DecodeTraffic(m.File, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parts) != p.Layers+3 {
+		t.Fatalf("%d parts, want %d", len(parts), p.Layers+3)
+	}
+	k := int64(p.ExpertsUsed)
+	f32 := func(vs ...[]float32) (n int64) {
+		for _, v := range vs {
+			n += 4 * int64(len(v))
+		}
+		return n
+	}
+	mats := func(ms ...backends.Matrix) (bytes, int8, float int64) {
+		for _, w := range ms {
+			bytes += int64(len(w.Data))
+			macs := int64(w.Rows) * int64(w.Cols) * int64(w.Experts)
+			if w.Type == quant.Q8_0 {
+				int8 += macs
+			} else {
+				float += macs
+			}
+		}
+		return
+	}
+	var want Traffic
+	for il, l := range m.Layers {
+		got := parts[1+il]
+		dense, i8, fl := mats(l.HCAttnFn, l.QA, l.QB, l.KV, l.OutA, l.OutB, l.CompKV, l.CompGate,
+			l.IdxCompKV, l.IdxCompGate, l.HCFFNFn, l.GateInp, l.ShGate, l.ShUp, l.ShDown)
+		dense += f32(l.HCAttnScale, l.HCAttnBase, l.AttnNorm, l.QANorm, l.KVNorm, l.Sinks, l.CompNorm,
+			l.IdxCompNorm, l.HCFFNScale, l.HCFFNBase, l.FFNNorm, l.ExpBias)
+		if l.Ratio != 0 {
+			dense += 2 * int64(len(l.CompAPE)/l.Ratio) // one F16 row
+		}
+		if l.IdxCompAPE != nil {
+			dense += 2 * int64(len(l.IdxCompAPE)/4)
+		}
+		if l.Tid2Eid != nil {
+			dense += 4 * k
+		}
+		idx, _, _ := mats(l.IdxQB, l.IdxProj)
+		perExpert := int64(len(l.GateExps.Data)+len(l.UpExps.Data)+len(l.DownExps.Data)) / int64(l.GateExps.Experts)
+		expMACs := k * int64(3*p.Embd*p.ExpertFF)
+		if got.DenseBytes != dense || got.ExpertBytes != k*perExpert || got.IndexerBytes != idx ||
+			got.Bytes != dense+k*perExpert || got.MACsInt8 != i8+expMACs || got.MACsFloat != fl {
+			t.Errorf("layer %d: got %+v, want dense %d experts %d indexer %d int8 %d float %d",
+				il, got, dense, k*perExpert, idx, i8+expMACs, fl)
+		}
+		want.Bytes += dense + k*perExpert
+	}
+	embd := int64(len(m.Embd.Data) / m.Embd.Rows)
+	if parts[0].Bytes != embd || parts[0].MACsInt8+parts[0].MACsFloat != 0 {
+		t.Errorf("embd: got %+v, want %d bytes and no MACs", parts[0], embd)
+	}
+	hb, hi8, hfl := mats(m.OutHCFn, m.Output)
+	hb += f32(m.OutHCBase, m.OutHCScale, m.OutNorm)
+	if h := parts[len(parts)-2]; h.Bytes != hb || h.MACsInt8 != hi8 || h.MACsFloat != hfl {
+		t.Errorf("head: got %+v, want %d bytes, %d int8 and %d float MACs", h, hb, hi8, hfl)
+	}
+	want.Bytes += embd + hb
+	if tot := parts[len(parts)-1]; tot.Part != "total" || tot.Bytes != want.Bytes {
+		t.Errorf("total: got %+v, want %d bytes", tot, want.Bytes)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	mc := Machine{ReadGBsAll: 50, Int8GopsAll: 400, FMAGflopsAll: 100}
+	tot := Traffic{Bytes: 1e9, MACsInt8: 100e9, MACsFloat: 25e9}
+	if got := DecodeLimit(mc, tot); got != 50 {
+		t.Errorf("DecodeLimit = %v, want 50", got)
+	}
+	// 200 Gop at 400 Gop/s + 50 GFLOP at 100 GFLOP/s = 1 s per token.
+	if got := PrefillLimit(mc, tot); math.Abs(got-1) > 1e-12 {
+		t.Errorf("PrefillLimit = %v, want 1", got)
+	}
+	if DecodeLimit(mc, Traffic{}) != 0 || PrefillLimit(Machine{}, tot) != 0 {
+		t.Error("limits of empty inputs are not 0")
+	}
+	recs := RooflineRecords(RunMeta{RunID: "r"}, mc, []Traffic{{Part: "layer"}, tot}, Speed{DecodeTPS: 40, PrefillTPS: 0.5})
+	for _, r := range recs {
+		if r.DecodeFraction != 0.8 || math.Abs(r.PrefillFraction-0.5) > 1e-12 || r.DecodeLimitTPS != 50 {
+			t.Errorf("record %+v: want fractions 0.8 and 0.5", r)
+		}
+	}
+}
+
+func TestMeasureMachine(t *testing.T) {
+	mc, err := MeasureMachine(context.Background(), MachineConfig{BufferBytes: 8 << 20, MinTime: 20 * time.Millisecond, Trials: 1, Threads: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]float64{"read 1": mc.ReadGBs1, "read all": mc.ReadGBsAll, "fma 1": mc.FMAGflops1,
+		"fma all": mc.FMAGflopsAll, "int8 1": mc.Int8Gops1, "int8 all": mc.Int8GopsAll} {
+		// Any machine does more than 0.1 G per second and less than 100 T.
+		if !(v > 0.1 && v < 1e5) {
+			t.Errorf("%s = %v G/s", name, v)
+		}
+	}
+	if mc.ProbeThreads != 2 || mc.BufferBytes != 8<<20 {
+		t.Errorf("machine %+v: want 2 threads, 8 MiB", mc)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := MeasureMachine(ctx, MachineConfig{BufferBytes: 1 << 20}, nil); err == nil {
+		t.Error("cancelled context: no error")
+	}
+	if _, err := MeasureMachine(context.Background(), MachineConfig{BufferBytes: 64}, nil); err == nil {
+		t.Error("64-byte buffer: no error")
+	}
+}
+
+func TestMeasureSpeedAndParquet(t *testing.T) {
+	m, err := engine.OpenTiny()
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := cpu.New(2)
+	defer be.Close()
+	var ticks int
+	sp, err := MeasureSpeed(context.Background(), m, be, 8, 3, func(n int) { ticks += n })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp.PrefillTPS <= 0 || sp.DecodeTPS <= 0 || sp.PrefillTokens != 8 || sp.DecodeTokens != 3 || ticks != 8+speedWarmup+3 {
+		t.Errorf("speed %+v, %d ticks", sp, ticks)
+	}
+	if _, err := MeasureSpeed(context.Background(), m, be, 0, 3, nil); err == nil {
+		t.Error("0 prefill tokens: no error")
+	}
+	parts, err := DecodeTraffic(m.File, m.Params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := RunMeta{RunID: "roof", ModelName: "tiny", StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	mc := Machine{ReadGBs1: 30, ReadGBsAll: 60, FMAGflopsAll: 100, Int8GopsAll: 200}
+	path, err := WriteRun(t.TempDir(), RooflineTable, meta, RooflineRecords(meta, mc, parts, sp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ReadRows[RooflineRecord](path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(parts) {
+		t.Fatalf("%d rows, want %d", len(rows), len(parts))
+	}
+	last := rows[len(rows)-1]
+	if last.Traffic != parts[len(parts)-1] || last.Machine != mc || last.Speed != sp || last.RunID != "roof" ||
+		last.DecodeLimitTPS != DecodeLimit(mc, parts[len(parts)-1]) {
+		t.Errorf("last row %+v does not round-trip", last)
+	}
+}
+
+func TestLockWeights(t *testing.T) {
+	m, err := engine.OpenTiny()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without the privilege to pin 119 MB the call must fail cleanly,
+	// naming the tensor; with it, every tensor is pinned and unpinned.
+	unlock, err := LockWeights(m.File)
+	if err != nil && !strings.Contains(err.Error(), "harness: lock tensor ") {
+		t.Fatalf("LockWeights: %v", err)
+	}
+	unlock()
+}
