@@ -6,25 +6,29 @@
 // states their numerics against the references in dot.go.
 
 // Q8ISUM sums the 32 int8·int8 products of the weight block at woff(SI)
-// and the activation block at xoff(DI) into the eight int32 lanes of R.
-// Widening both operands to int16 with VPMOVSXBW keeps every product and
-// pair sum exact for all codes, -128 included (VPMADDUBSW with VPSIGNB
-// would get (-128)·(-128) wrong). Clobbers Y13, Y14 and Y15.
+// and the activation block at xoff(DI) into the eight int32 lanes of R;
+// Y12 holds sixteen int16 ones. VPMADDUBSW multiplies unsigned by signed
+// bytes, so the weight's sign moves onto the activation (VPSIGNB) and its
+// magnitude, 128 included, is read unsigned (VPABSB). Pair sums are at
+// most 2·128·127 and do not saturate. The one input this gets wrong is an
+// activation code of -128 against a negative weight, which QuantizeQ8_0
+// never produces (its codes lie in -127..127). Four ALU operations a
+// block and no shuffles, where widening both operands took four shuffles.
+// Clobbers Y13 and Y14.
 #define Q8ISUM(woff, xoff, R) \
-	VPMOVSXBW woff+2(SI), R \
-	VPMOVSXBW xoff+4(DI), Y13 \
-	VPMADDWD  Y13, R, R \
-	VPMOVSXBW woff+18(SI), Y14 \
-	VPMOVSXBW xoff+20(DI), Y15 \
-	VPMADDWD  Y15, Y14, Y14 \
-	VPADDD    Y14, R, R
+	VMOVDQU    woff+2(SI), Y13 \
+	VMOVDQU    xoff+4(DI), Y14 \
+	VPSIGNB    Y13, Y14, Y14 \
+	VPABSB     Y13, Y13 \
+	VPMADDUBSW Y14, Y13, R \
+	VPMADDWD   Y12, R, R
 
 // func dotQ8_0Asm(w []byte, x []BlockQ8_0) float32
 //
 // Weight blocks are 34 bytes (f16 scale, 32 codes), activation blocks 36
 // (float32 scale, 32 codes). Groups of eight blocks share the horizontal
-// sums and the scale arithmetic; their eight float terms are then added to
-// the accumulator one at a time, in block order, as the reference does.
+// sums and the scale arithmetic; their eight float terms go to eight
+// float32 lanes, summed as a tree at the end.
 // The scales are gathered with inserts rather than through stack stores:
 // a vector load of eight narrow stores cannot be store-forwarded, which
 // made the loop almost twice as slow.
@@ -33,6 +37,9 @@ TEXT ·dotQ8_0Asm(SB), NOSPLIT, $0-52
 	MOVQ   x_base+24(FP), DI
 	MOVQ   x_len+32(FP), CX
 	VXORPS X0, X0, X0
+	MOVL   $0x00010001, AX
+	VMOVD  AX, X12
+	VPBROADCASTD X12, Y12
 	SUBQ   $8, CX
 	JLT    q8tail
 
@@ -84,22 +91,9 @@ q8loop8:
 	VCVTDQ2PS Y2, Y2
 	VMULPS    Y9, Y2, Y2
 
-	// Add the eight terms in block order.
-	VEXTRACTF128 $1, Y2, X4
-	VADDSS       X2, X0, X0
-	VMOVSHDUP    X2, X3
-	VADDSS       X3, X0, X0
-	VMOVHLPS     X2, X2, X3
-	VADDSS       X3, X0, X0
-	VSHUFPS      $0xff, X2, X2, X3
-	VADDSS       X3, X0, X0
-	VADDSS       X4, X0, X0
-	VMOVSHDUP    X4, X3
-	VADDSS       X3, X0, X0
-	VMOVHLPS     X4, X4, X3
-	VADDSS       X3, X0, X0
-	VSHUFPS      $0xff, X4, X4, X3
-	VADDSS       X3, X0, X0
+	// Lane k accumulates the terms of blocks ≡ k mod 8: no serial chain
+	// of scalar adds, which bounded the loop at one add latency per block.
+	VADDPS Y2, Y0, Y0
 
 	ADDQ $272, SI
 	ADDQ $288, DI
@@ -107,8 +101,16 @@ q8loop8:
 	JGE  q8loop8
 
 q8tail:
-	ADDQ $8, CX
-	JZ   q8done
+	// Sum the eight lanes as a tree, then add the remaining blocks one by
+	// one.
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	ADDQ         $8, CX
+	JZ           q8done
 
 q8loop1:
 	Q8ISUM(0, 0, Y1)

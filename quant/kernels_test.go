@@ -17,9 +17,14 @@ import (
 // The vector kernels are checked against the pure-Go ones field by field of
 // quant.Kernels, on random and extreme inputs of many sizes:
 //
-//   - the quantized fields must give the generic result bit for bit (any
+//   - the K-quant fields must give the generic result bit for bit (any
 //     NaN matches any NaN): their block sums are exact integers and the
 //     vector kernels combine the float scales in the reference's order;
+//   - Q8_0 forms each block's float term exactly as the reference does but
+//     sums the terms in eight lanes, so it must be within
+//     γ(nb/8+10)·Σ|terms| of the exact sum of the reference's terms; its
+//     activation codes lie in -127..127, as QuantizeQ8_0 produces them
+//     (the kernel's precondition, dot_q8_amd64.go);
 //   - F16 must be within γ(n/64+20)·Σ|w_i·x_i| of the exact dot, the bound
 //     of its 64-lane summation (dot_q8_amd64.go), and F32 within
 //     u·|dot| + 3·γ64(n+1)·Σ|w_i·x_i| (one float32 rounding of a float64
@@ -62,6 +67,7 @@ const (
 	checkExact checkKind = iota // bit for bit
 	checkF16                    // against the exact dot, γ(n/64+20)
 	checkF32                    // against the exact dot, one float32 rounding
+	checkQ8                     // against the exact sum of the block terms, γ(nb/8+10)
 )
 
 // kernelField is one field of quant.Kernels under test.
@@ -77,7 +83,7 @@ type kernelField struct {
 // kernelFields lists every dot field of quant.Kernels;
 // TestKernelFieldsComplete keeps it in step with the struct.
 var kernelFields = []kernelField{
-	{name: "Q8_0", typ: quant.Q8_0, check: checkExact, scaleOffs: []int{0}},
+	{name: "Q8_0", typ: quant.Q8_0, check: checkQ8, scaleOffs: []int{0}},
 	{name: "Q2K", typ: quant.Q2_K, check: checkExact, scaleOffs: []int{80, 82}},
 	{name: "Q4K", typ: quant.Q4_K, check: checkExact, scaleOffs: []int{0, 2}},
 	{name: "IQ2XXS", typ: quant.IQ2_XXS, check: checkExact, scaleOffs: []int{0}},
@@ -115,13 +121,21 @@ func (f *kernelField) compare(t testing.TB, c *dotCase, gen, vec float32) {
 		}
 		return
 	}
-	exact, mag := floatDot(f.typ, c)
+	var exact, mag, tol float64
 	n := len(c.x)
-	var tol float64
-	if f.check == checkF16 {
+	if f.check == checkQ8 {
+		exact, mag = q8Terms(c)
+		n = len(c.q80)
+	} else {
+		exact, mag = floatDot(f.typ, c)
+	}
+	switch f.check {
+	case checkQ8:
+		tol = gamma(n/8+10, unitRoundoff32)*mag + gamma(n+1, unitRoundoff64)*mag + float64(n/8+10)*underflow32
+	case checkF16:
 		// The float64 reference is off by at most γ64(n)·mag.
 		tol = gamma(n/64+20, unitRoundoff32)*mag + gamma(n+1, unitRoundoff64)*mag + float64(n/64+20)*underflow32
-	} else {
+	default:
 		tol = unitRoundoff32*math.Abs(exact) + 3*gamma(n+1, unitRoundoff64)*mag + underflow32
 	}
 	if mag >= math.MaxFloat32 && !math.IsInf(mag, 0) {
@@ -146,6 +160,27 @@ func (f *kernelField) compare(t testing.TB, c *dotCase, gen, vec float32) {
 		t.Fatalf("%s %s: vector %v, generic %v: |Δ| = %g > %g", f.name, c.name, vec, gen, d, genTol)
 	}
 }
+
+// q8Terms returns the sum in float64 of the reference's float32 block terms
+// (f16(d_w)·d_x)·Σw·x of c's Q8_0 row, and Σ|terms|.
+func q8Terms(c *dotCase) (dot, mag float64) {
+	for b, xb := range c.q80 {
+		blk := c.w[b*34 : (b+1)*34]
+		var isum int32
+		for i, q := range blk[2:] {
+			isum += int32(int8(q)) * int32(xb.Qs[i])
+		}
+		d := float32(quant.F16ToF32(binary.LittleEndian.Uint16(blk)) * xb.D)
+		t := float64(float32(d * float32(isum)))
+		dot += t
+		mag += math.Abs(t)
+	}
+	return dot, mag
+}
+
+// q8Code maps an activation code into -127..127, the range QuantizeQ8_0
+// produces and the Q8_0 vector kernel assumes.
+func q8Code(q int8) int8 { return max(q, -127) }
 
 // floatDot returns the dot of c's float row with c.x in float64 and
 // Σ|w_i·x_i|. Every product is exact in float64 (at most 24+24 significant
@@ -316,7 +351,7 @@ func (f *kernelField) blockCase(name string, nb int, wbyte func() byte, scale fu
 		for b := range c.q80 {
 			c.q80[b].D = d(b)
 			for i := range c.q80[b].Qs {
-				c.q80[b].Qs[i] = code(32*b + i)
+				c.q80[b].Qs[i] = q8Code(code(32*b + i))
 			}
 		}
 		return c
@@ -641,7 +676,7 @@ func FuzzVectorKernels(f *testing.F) {
 				for b := range c.q80 {
 					c.q80[b].D = d(b)
 					for i := range c.q80[b].Qs {
-						c.q80[b].Qs[i] = codes(b, i)
+						c.q80[b].Qs[i] = q8Code(codes(b, i))
 					}
 				}
 			} else {
