@@ -2,12 +2,15 @@ package harness
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/ds4-go/ds4/atomicfile"
 )
 
 // Partition is one level of a hive-style directory: Key=Value.
@@ -61,29 +64,19 @@ func WriteRows[T any](path string, rows []T, kv map[string]string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("harness: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*.parquet")
-	if err != nil {
-		return fmt.Errorf("harness: %w", err)
-	}
-	defer os.Remove(tmp.Name())
 	opts := []parquet.WriterOption{parquet.Compression(&parquet.Snappy), parquet.CreatedBy("ds4-go", "", "")}
 	for _, k := range sortedKeys(kv) {
 		opts = append(opts, parquet.KeyValueMetadata(k, kv[k]))
 	}
-	w := parquet.NewGenericWriter[T](tmp, opts...)
-	if _, err := w.Write(rows); err != nil {
-		tmp.Close()
+	err := atomicfile.Write(path, 0o644, func(f io.Writer) error {
+		w := parquet.NewGenericWriter[T](f, opts...)
+		if _, err := w.Write(rows); err != nil {
+			return err
+		}
+		return w.Close()
+	})
+	if err != nil {
 		return fmt.Errorf("harness: write %s: %w", path, err)
-	}
-	if err := w.Close(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("harness: write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("harness: write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("harness: %w", err)
 	}
 	return nil
 }

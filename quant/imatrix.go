@@ -8,8 +8,9 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
+
+	"github.com/ds4-go/ds4/atomicfile"
 )
 
 // Imatrix is a llama.cpp legacy importance matrix (spec/harness.md §7.3).
@@ -260,33 +261,10 @@ func (m *Imatrix) WriteFile(path string) (err error) {
 	if err := m.validate(); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("imatrix: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	// CreateTemp makes the file private; an imatrix is an ordinary output.
-	if err := tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("imatrix: %w", err)
-	}
-	if _, err := m.WriteTo(tmp); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("imatrix: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("imatrix: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("imatrix: %w", err)
-	}
-	return nil
+	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		_, err := m.WriteTo(w)
+		return err
+	})
 }
 
 // Importance returns the column importance of a tensor (spec/harness.md

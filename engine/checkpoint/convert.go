@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ds4-go/ds4/atomicfile"
 	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/tokenizer"
@@ -600,7 +601,7 @@ func ConvertFile(path string, src *Checkpoint, p layout.Params, opt Options) (*R
 // writeFile runs a conversion into the file at path atomically.
 func writeFile(path string, convert func(io.Writer) (*Report, error)) (*Report, error) {
 	var r *Report
-	err := gguf.WriteFileAtomic(path, func(w io.Writer) error {
+	err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
 		var err error
 		r, err = convert(w)
 		return err

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -318,25 +317,3 @@ var errDiskFull = errors.New("disk full")
 type failWriter struct{}
 
 func (failWriter) Write([]byte) (int, error) { return 0, errDiskFull }
-
-func TestWriteFileAtomic(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "m.gguf")
-	require.NoError(t, os.WriteFile(path, []byte("old"), 0o644))
-	err := WriteFileAtomic(path, func(w io.Writer) error {
-		_, _ = w.Write([]byte("partial"))
-		return errDiskFull
-	})
-	require.ErrorIs(t, err, errDiskFull)
-	got, _ := os.ReadFile(path)
-	require.Equal(t, "old", string(got), "a failed write leaves the old file")
-	entries, _ := os.ReadDir(dir)
-	require.Len(t, entries, 1, "no temporary file is left behind")
-
-	require.NoError(t, WriteFileAtomic(path, func(w io.Writer) error {
-		_, err := w.Write([]byte("new"))
-		return err
-	}))
-	got, _ = os.ReadFile(path)
-	require.Equal(t, "new", string(got))
-}

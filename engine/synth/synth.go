@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/ds4-go/ds4/atomicfile"
 	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/tokenizer"
@@ -87,7 +88,7 @@ func write(w io.Writer, opt Options) ([]gguf.TensorInfo, error) {
 // the same directory, synced, then renamed over path.
 func WriteFile(path string, opt Options) ([]gguf.TensorInfo, error) {
 	var infos []gguf.TensorInfo
-	err := gguf.WriteFileAtomic(path, func(w io.Writer) error {
+	err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
 		var err error
 		infos, err = write(w, opt)
 		return err
