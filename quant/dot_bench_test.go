@@ -10,6 +10,46 @@ import (
 // The dot benchmarks stream a weight matrix of about benchWeightBytes, far
 // larger than any cache, computing one dot per row of benchRowElems elements,
 // so the MB/s they report is weight bytes per second and can be set against
+// BenchmarkDotQ8_0x4Cached applies one in-cache Q8_0 row of benchRowElems
+// elements to four activations, with Q8_0x4 and with four calls of Q8_0,
+// per kernel set; MB/s counts the row once per token, so the two ways'
+// rates compare directly.
+func BenchmarkDotQ8_0x4Cached(b *testing.B) {
+	r := rand.New(rand.NewPCG(4, 5))
+	var x [4][]BlockQ8_0
+	for t := range x {
+		x[t] = make([]BlockQ8_0, benchRowElems/32)
+		QuantizeQ8_0(randActivation(r, benchRowElems), x[t])
+	}
+	rowBytes, err := Q8_0.RowBytes(benchRowElems)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := benchRows(Q8_0, 1, rowBytes)
+	for _, k := range benchKernelSets() {
+		b.Run("way=x4/kernels="+k.Name, func(b *testing.B) {
+			b.SetBytes(int64(4 * len(w)))
+			var out [4]float32
+			var s float32
+			for b.Loop() {
+				k.Q8_0x4(w, x[0], x[1], x[2], x[3], &out)
+				s += out[0] + out[1] + out[2] + out[3]
+			}
+			benchSinkF32 = s
+		})
+		b.Run("way=1x4/kernels="+k.Name, func(b *testing.B) {
+			b.SetBytes(int64(4 * len(w)))
+			var s float32
+			for b.Loop() {
+				for _, xt := range x {
+					s += k.Q8_0(w, xt)
+				}
+			}
+			benchSinkF32 = s
+		})
+	}
+}
+
 // BenchmarkReadBaseline and BenchmarkMemmove, the memory-bandwidth ceilings.
 const (
 	benchWeightBytes = 64 << 20

@@ -18,6 +18,8 @@ package quant
 //     about 22 GB/s in cache; the lanes run at about 28. Activation codes
 //     must lie in -127..127, which QuantizeQ8_0 guarantees: the kernel
 //     multiplies |w| by x·sign(w), and -128·(-1) does not fit in a byte.
+//   - Q8_0x4 makes, for each of its four activations, the very terms and
+//     float additions of Q8_0, so each result is Q8_0's bit for bit.
 //   - F16 sums in 64 float32 lanes (eight accumulators of eight lanes)
 //     with fused multiply-adds, then reduces the lanes as a tree and adds
 //     the last len%8 elements one by one. Every term goes through at most
@@ -38,6 +40,14 @@ func dotQ8_0AVX2(w []byte, x []BlockQ8_0) float32 {
 	return dotQ8_0Asm(w[:len(x)*dotQ8_0Bytes], x)
 }
 
+// dotQ8_0x4AVX2 is the AVX2 form of DotQ8_0x4; out[t] is bit for bit
+// dotQ8_0AVX2(w, xt).
+func dotQ8_0x4AVX2(w []byte, x0, x1, x2, x3 []BlockQ8_0, out *[4]float32) {
+	n := len(x0)
+	checkQ8_0x4(n, x1, x2, x3)
+	dotQ8_0x4Asm(w[:n*dotQ8_0Bytes], x0, x1, x2, x3, out)
+}
+
 // dotF16AVX2 is the AVX2 and F16C form of DotF16.
 func dotF16AVX2(w []byte, x []float32) float32 {
 	return dotF16Asm(w[:2*len(x)], x)
@@ -52,6 +62,12 @@ func dotF32AVX2(w []byte, x []float32) float32 {
 //
 //go:noescape
 func dotQ8_0Asm(w []byte, x []BlockQ8_0) float32
+
+// dotQ8_0x4Asm is DotQ8_0x4 for a row of exactly len(x0) blocks and
+// activations of len(x0) blocks each.
+//
+//go:noescape
+func dotQ8_0x4Asm(w []byte, x0, x1, x2, x3 []BlockQ8_0, out *[4]float32)
 
 // dotF16Asm is DotF16 for a row of exactly len(x) elements.
 //

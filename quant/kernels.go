@@ -1,12 +1,16 @@
 package quant
 
-import "os"
+import (
+	"fmt"
+	"os"
+)
 
 // Kernels is one implementation of the weight-row · activation dot
 // products the matrix kernels are built from.
 type Kernels struct {
 	Name   string // "go" for the pure-Go reference, else the instruction set
 	Q8_0   func(w []byte, x []BlockQ8_0) float32
+	Q8_0x4 func(w []byte, x0, x1, x2, x3 []BlockQ8_0, out *[4]float32) // out[t] = Q8_0(w, xt) bit for bit, four activations of one length
 	Q2K    func(w []byte, y []BlockQ8K) float32
 	Q4K    func(w []byte, y []BlockQ8K) float32
 	IQ2XXS func(w []byte, y []BlockQ8K) float32
@@ -16,7 +20,24 @@ type Kernels struct {
 
 // GenericKernels returns the pure-Go reference kernels of dot.go.
 func GenericKernels() Kernels {
-	return Kernels{Name: "go", Q8_0: DotQ8_0, Q2K: DotQ2K, Q4K: DotQ4K, IQ2XXS: DotIQ2XXS, F16: DotF16, F32: DotF32}
+	return Kernels{Name: "go", Q8_0: DotQ8_0, Q8_0x4: DotQ8_0x4, Q2K: DotQ2K, Q4K: DotQ4K, IQ2XXS: DotIQ2XXS, F16: DotF16, F32: DotF32}
+}
+
+// DotQ8_0x4 sets out[t] to DotQ8_0(w, xt) for four activations of the
+// same length; it panics if their lengths differ.
+func DotQ8_0x4(w []byte, x0, x1, x2, x3 []BlockQ8_0, out *[4]float32) {
+	checkQ8_0x4(len(x0), x1, x2, x3)
+	out[0] = DotQ8_0(w, x0)
+	out[1] = DotQ8_0(w, x1)
+	out[2] = DotQ8_0(w, x2)
+	out[3] = DotQ8_0(w, x3)
+}
+
+// checkQ8_0x4 panics unless x1, x2 and x3 have n blocks each.
+func checkQ8_0x4(n int, x1, x2, x3 []BlockQ8_0) {
+	if len(x1) != n || len(x2) != n || len(x3) != n {
+		panic(fmt.Sprintf("quant: Q8_0x4 activations of unequal lengths %d, %d, %d, %d", n, len(x1), len(x2), len(x3)))
+	}
 }
 
 // VectorKernels returns the SIMD kernels this CPU can run, and false when

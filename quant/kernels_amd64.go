@@ -16,6 +16,7 @@ func vectorKernels() (Kernels, bool) {
 	return Kernels{
 		Name:   "avx2",
 		Q8_0:   dotQ8_0AVX2,
+		Q8_0x4: dotQ8_0x4AVX2,
 		Q2K:    dotQ2KAVX2,
 		Q4K:    dotQ4KAVX2,
 		IQ2XXS: dotIQ2XXSAVX2,

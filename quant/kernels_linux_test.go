@@ -1,6 +1,7 @@
 package quant_test
 
 import (
+	"math"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -65,6 +66,32 @@ func TestVectorKernelsStayInBounds(t *testing.T) {
 				f.compare(t, &g, f.run(gen, &c), f.run(vk, &g))
 			}
 		})
+	}
+}
+
+// TestQ8_0x4StaysInBounds runs the vector Q8_0x4 with its weight row and
+// each of its four activations ending at an inaccessible page.
+func TestQ8_0x4StaysInBounds(t *testing.T) {
+	vk := vectorOrSkip(t)
+	f := &kernelFields[0]
+	for _, n := range blockSizesQ8_0 {
+		var x [4][]quant.BlockQ8_0
+		var gx [4][]quant.BlockQ8_0
+		var c dotCase
+		for tok := range x {
+			c = f.blockCase("guarded", n, func() byte { return 0x55 }, func(int, int) uint16 { return 0x3c00 }, func(i int) int8 { return int8(i + 3*tok) }, func(int) float32 { return 0.5 + float32(tok) })
+			x[tok] = c.q80
+			gx[tok] = guardedSlice[quant.BlockQ8_0](t, n)
+			copy(gx[tok], c.q80)
+		}
+		gw := guardedTail(t, len(c.w))
+		copy(gw, c.w)
+		var got [4]float32
+		vk.Q8_0x4(gw, gx[0], gx[1], gx[2], gx[3], &got)
+		for tok := range x {
+			want := vk.Q8_0(c.w, x[tok])
+			require.Equal(t, math.Float32bits(want), math.Float32bits(got[tok]), "nb=%d token %d: Q8_0x4 %v, Q8_0 %v", n, tok, got[tok], want)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/ds4-go/ds4/backends"
@@ -90,6 +91,11 @@ var kernelFields = []kernelField{
 	{name: "F16", typ: quant.F16, check: checkF16},
 	{name: "F32", typ: quant.F32, check: checkF32},
 }
+
+// batchFields lists the fields of quant.Kernels that apply one row to
+// several activations; TestQ8_0x4MatchesQ8_0 checks them against the
+// single-activation field of the same set.
+var batchFields = []string{"Q8_0x4"}
 
 // run returns the field's dot product of c under kernels k.
 func (f *kernelField) run(k quant.Kernels, c *dotCase) float32 {
@@ -219,6 +225,9 @@ func TestKernelFieldsComplete(t *testing.T) {
 	for _, f := range kernelFields {
 		listed[f.name] = true
 	}
+	for _, name := range batchFields {
+		listed[name] = true
+	}
 	typ := reflect.TypeFor[quant.Kernels]()
 	var funcs int
 	for i := range typ.NumField() {
@@ -229,16 +238,16 @@ func TestKernelFieldsComplete(t *testing.T) {
 		funcs++
 		require.True(t, listed[sf.Name], "quant.Kernels.%s has no row in kernelFields", sf.Name)
 	}
-	require.Len(t, kernelFields, funcs, "kernelFields lists a field quant.Kernels does not have")
+	require.Equal(t, funcs, len(kernelFields)+len(batchFields), "kernelFields or batchFields lists a field quant.Kernels does not have")
 
 	gen := reflect.ValueOf(quant.GenericKernels())
 	require.Equal(t, "go", quant.GenericKernels().Name)
 	if vk, ok := quant.VectorKernels(); ok {
 		require.NotEqual(t, "go", vk.Name)
 		v := reflect.ValueOf(vk)
-		for _, f := range kernelFields {
-			require.False(t, v.FieldByName(f.name).IsNil(), "vector kernel %s is nil", f.name)
-			require.False(t, gen.FieldByName(f.name).IsNil(), "generic kernel %s is nil", f.name)
+		for name := range listed {
+			require.False(t, v.FieldByName(name).IsNil(), "vector kernel %s is nil", name)
+			require.False(t, gen.FieldByName(name).IsNil(), "generic kernel %s is nil", name)
 		}
 	}
 }
@@ -249,6 +258,11 @@ func sameKernels(a, b quant.Kernels) bool {
 	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
 	for _, f := range kernelFields {
 		if va.FieldByName(f.name).Pointer() != vb.FieldByName(f.name).Pointer() {
+			return false
+		}
+	}
+	for _, name := range batchFields {
+		if va.FieldByName(name).Pointer() != vb.FieldByName(name).Pointer() {
 			return false
 		}
 	}
@@ -574,7 +588,9 @@ func TestBackendMatMulVectorVsGeneric(t *testing.T) {
 
 	gen := quant.GenericKernels()
 	r := rand.New(rand.NewPCG(5, 6))
-	const cols, rows, n = 512, 37, 3
+	// Six tokens: the backend applies Q8_0 rows to four tokens a call
+	// (Q8_0x4) and to the remaining two one by one.
+	const cols, rows, n = 512, 37, 6
 	for _, f := range kernelFields {
 		t.Run(f.name, func(t *testing.T) {
 			rb, err := f.typ.RowBytes(cols)
@@ -621,12 +637,13 @@ func TestBackendMatMulVectorVsGeneric(t *testing.T) {
 				for row := range rows {
 					c.name = fmt.Sprintf("token %d row %d", tok, row)
 					c.w = data[row*rb : (row+1)*rb]
-					// The generic backend is exactly the generic kernel on
-					// the row, so its output checks the pure-Go path end
-					// to end, and the vector output is held to the field's
-					// tolerance against it.
+					// Each backend is exactly its kernel set's single-token
+					// kernel on the row, so the generic output checks the
+					// pure-Go path end to end, and the vector output is
+					// held to the field's tolerance against it.
 					want := f.run(gen, &c)
 					require.Equal(t, math.Float32bits(want), math.Float32bits(outGen[tok*rows+row]), "%s generic backend", c.name)
+					require.Equal(t, math.Float32bits(f.run(vk, &c)), math.Float32bits(outVec[tok*rows+row]), "%s vector backend", c.name)
 					f.compare(t, &c, outGen[tok*rows+row], outVec[tok*rows+row])
 				}
 			}
@@ -705,4 +722,123 @@ func FuzzVectorKernels(f *testing.F) {
 		}
 		kf.compare(t, &c, kf.run(quant.GenericKernels(), &c), kf.run(vk, &c))
 	})
+}
+
+// kernelSets returns the generic kernels and, where this CPU has them, the
+// vector ones.
+func kernelSets() []quant.Kernels {
+	sets := []quant.Kernels{quant.GenericKernels()}
+	if vk, ok := quant.VectorKernels(); ok {
+		sets = append(sets, vk)
+	}
+	return sets
+}
+
+// q8x4Case is one Q8_0 weight row and four activations of its length.
+type q8x4Case struct {
+	name string
+	w    []byte
+	x    [4][]quant.BlockQ8_0
+}
+
+// q8x4Cases returns rows of every size in blockSizesQ8_0 with random codes
+// and scales, and rows of extreme codes and special scales, each with four
+// activations that differ from one another.
+func q8x4Cases(r *rand.Rand) []q8x4Case {
+	f := &kernelFields[0]
+	randByte := func() byte { return byte(r.Uint32()) }
+	randScale := func(int, int) uint16 { return randScaleF16(r) }
+	randCode := func(int) int8 { return int8(r.Uint32()) }
+	randD := func(int) float32 { return randActScale(r) }
+	constByte := func(v byte) func() byte { return func() byte { return v } }
+	constCode := func(v int8) func(int) int8 { return func(int) int8 { return v } }
+	constScale := func(v uint16) func(int, int) uint16 { return func(int, int) uint16 { return v } }
+	constD := func(v float32) func(int) float32 { return func(int) float32 { return v } }
+	type gen struct {
+		name  string
+		wbyte func() byte
+		scale func(int, int) uint16
+		code  func(int) int8
+		d     func(int) float32
+	}
+	mk := func(nb int, g gen) q8x4Case {
+		c := q8x4Case{name: fmt.Sprintf("%s/nb=%d", g.name, nb)}
+		for t := range c.x {
+			// Each activation draws its own codes and scales; the
+			// weight row is the first one's.
+			dc := f.blockCase(g.name, nb, g.wbyte, g.scale, g.code, g.d)
+			if t == 0 {
+				c.w = dc.w
+			}
+			c.x[t] = dc.q80
+		}
+		return c
+	}
+	var cs []q8x4Case
+	for _, nb := range append(slices.Clone(blockSizesQ8_0), 32, 33, 39, 40, 47, 128+7) {
+		for range 4 {
+			cs = append(cs, mk(nb, gen{"random", randByte, randScale, randCode, randD}))
+		}
+		cs = append(cs, mk(nb, gen{"even-scales", randByte, constScale(0x2c00), randCode, constD(0.25)}))
+	}
+	for _, nb := range []int{1, 8, 9, 17} {
+		for _, g := range []gen{
+			{"codes-0x80-act-min", constByte(0x80), randScale, constCode(-128), randD},
+			{"codes-0x80-act-max", constByte(0x80), randScale, constCode(127), randD},
+			{"codes-0x7f-act-max", constByte(0x7f), randScale, constCode(127), randD},
+			{"codes-0xff-act-min", constByte(0xff), randScale, constCode(-128), randD},
+			{"scale-subnormal", randByte, constScale(0x0001), randCode, randD},
+			{"scale-max", randByte, constScale(0x7bff), randCode, constD(1e20)},
+			{"scale-inf", randByte, constScale(0x7c00), randCode, randD},
+			{"scale-nan", randByte, constScale(0x7e00), randCode, randD},
+			{"scale-negzero", randByte, constScale(0x8000), randCode, randD},
+			{"act-d-subnormal", randByte, randScale, randCode, constD(1e-40)},
+			{"act-d-inf", randByte, randScale, randCode, constD(float32(math.Inf(-1)))},
+		} {
+			cs = append(cs, mk(nb, g))
+		}
+	}
+	return cs
+}
+
+// TestQ8_0x4MatchesQ8_0 holds each kernel set's Q8_0x4 to four calls of
+// the same set's Q8_0, bit for bit: the engine's prefill uses the first and
+// its decode the second, and the two must agree exactly.
+func TestQ8_0x4MatchesQ8_0(t *testing.T) {
+	cases := q8x4Cases(rand.New(rand.NewPCG(8, 4)))
+	for _, k := range kernelSets() {
+		t.Run(k.Name, func(t *testing.T) {
+			for _, c := range cases {
+				var got [4]float32
+				k.Q8_0x4(c.w, c.x[0], c.x[1], c.x[2], c.x[3], &got)
+				for tok, x := range c.x {
+					want := k.Q8_0(c.w, x)
+					require.Equal(t, math.Float32bits(want), math.Float32bits(got[tok]),
+						"%s %s token %d: Q8_0x4 %v, Q8_0 %v", k.Name, c.name, tok, got[tok], want)
+				}
+			}
+		})
+	}
+}
+
+func TestQ8_0x4BadInputPanics(t *testing.T) {
+	f := &kernelFields[0]
+	one := func() byte { return 1 }
+	scale := func(int, int) uint16 { return 0x3c00 }
+	code := func(int) int8 { return 1 }
+	d := func(int) float32 { return 1 }
+	c := f.blockCase("bad", 9, one, scale, code, d)
+	x, short := c.q80, c.q80[:8]
+	row := c.w[: len(c.w)-1 : len(c.w)-1] // no capacity to reslice into
+	var out [4]float32
+	for _, k := range kernelSets() {
+		require.Panics(t, func() { k.Q8_0x4(row, x, x, x, x, &out) }, "%s kernel Q8_0x4 on a row one byte short", k.Name)
+		for i := range 3 {
+			xs := [][]quant.BlockQ8_0{x, x, x}
+			xs[i] = short
+			require.Panics(t, func() { k.Q8_0x4(c.w, x, xs[0], xs[1], xs[2], &out) }, "%s kernel Q8_0x4 with activation %d shorter", k.Name, i+1)
+		}
+		k.Q8_0x4(c.w, x, x, x, x, &out)
+		require.Equal(t, [4]float32{9 * 32, 9 * 32, 9 * 32, 9 * 32}, out, "%s kernel Q8_0x4 on ones", k.Name)
+	}
 }

@@ -156,6 +156,16 @@ type matJob struct {
 	own   []bool              // whether a product quantizes its inputs itself
 	q80   []quant.BlockQ8_0
 	q8k   []quant.BlockQ8K
+	quads []quadOut // each task's Q8_0x4 results
+}
+
+// quadOut holds one task's four Q8_0x4 results. The kernel is called
+// through a function value, so a local array would escape to the heap
+// once per row; one per task, padded to a cache line so that concurrent
+// tasks do not share one, allocates nothing per call.
+type quadOut struct {
+	v [4]float32
+	_ [48]byte
 }
 
 // rowsPerTask groups rows so each task is worth scheduling.
@@ -272,6 +282,7 @@ func (b *Backend) run(j *matJob, ps []backends.Product) {
 		}
 	}
 	j.start[len(ps)] = tasks
+	j.quads = grow(j.quads, tasks)
 	j.q80 = grow(j.q80, n80)
 	j.q8k = grow(j.q8k, n8k)
 	for i := range ps {
@@ -313,7 +324,22 @@ func (j *matJob) Run(i int) {
 	r1 := min(rows, r0+rowsPerTask)
 	for r := r0; r < r1; r++ {
 		row := w.Data[r*w.RowBytes : (r+1)*w.RowBytes]
-		for t := range p.N {
+		t := 0
+		if w.Type == quant.Q8_0 {
+			// Four tokens a call share the decoding of the row, and the
+			// kernel gives each the bits Q8_0 would, so prefill still
+			// matches decode exactly.
+			nb := cols / 32
+			out := &j.quads[i].v
+			for ; t+4 <= p.N; t += 4 {
+				x := j.q80[off+t*nb : off+(t+4)*nb]
+				j.k.Q8_0x4(row, x[:nb], x[nb:2*nb], x[2*nb:3*nb], x[3*nb:], out)
+				for u, v := range out {
+					p.Dst[(t+u)*ds+r] = v
+				}
+			}
+		}
+		for ; t < p.N; t++ {
 			var v float32
 			switch w.Type {
 			case quant.Q8_0:
