@@ -60,6 +60,7 @@ func TestPrefillMatchesDecode(t *testing.T) {
 
 			pre, err := NewSession(m, be, Options{Context: 256})
 			require.NoError(t, err)
+			pre.chunk = 64 // several chunks over the 150 tokens
 			all := make([]float32, len(toks)*v)
 			require.NoError(t, pre.PrefillAll(toks, all))
 

@@ -7,9 +7,6 @@ import (
 	"testing"
 )
 
-// The dot benchmarks stream a weight matrix of about benchWeightBytes, far
-// larger than any cache, computing one dot per row of benchRowElems elements,
-// so the MB/s they report is weight bytes per second and can be set against
 // BenchmarkDotQ8_0x4Cached applies one in-cache Q8_0 row of benchRowElems
 // elements to four activations, with Q8_0x4 and with four calls of Q8_0,
 // per kernel set; MB/s counts the row once per token, so the two ways'
@@ -50,6 +47,49 @@ func BenchmarkDotQ8_0x4Cached(b *testing.B) {
 	}
 }
 
+// BenchmarkDotIQ2XXSx4Cached applies one in-cache IQ2_XXS row of
+// benchRowElems elements to four activations, with IQ2XXSx4 and with four
+// calls of IQ2XXS, per kernel set; MB/s counts the row once per token, so
+// the two ways' rates compare directly.
+func BenchmarkDotIQ2XXSx4Cached(b *testing.B) {
+	r := rand.New(rand.NewPCG(4, 6))
+	var y [4][]BlockQ8K
+	for t := range y {
+		y[t] = make([]BlockQ8K, benchRowElems/QK_K)
+		QuantizeQ8K(randActivation(r, benchRowElems), y[t])
+	}
+	rowBytes, err := IQ2_XXS.RowBytes(benchRowElems)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := benchRows(IQ2_XXS, 1, rowBytes)
+	for _, k := range benchKernelSets() {
+		b.Run("way=x4/kernels="+k.Name, func(b *testing.B) {
+			b.SetBytes(int64(4 * len(w)))
+			var out [4]float32
+			var s float32
+			for b.Loop() {
+				k.IQ2XXSx4(w, y[0], y[1], y[2], y[3], &out)
+				s += out[0] + out[1] + out[2] + out[3]
+			}
+			benchSinkF32 = s
+		})
+		b.Run("way=1x4/kernels="+k.Name, func(b *testing.B) {
+			b.SetBytes(int64(4 * len(w)))
+			var s float32
+			for b.Loop() {
+				for _, yt := range y {
+					s += k.IQ2XXS(w, yt)
+				}
+			}
+			benchSinkF32 = s
+		})
+	}
+}
+
+// The dot benchmarks stream a weight matrix of about benchWeightBytes, far
+// larger than any cache, computing one dot per row of benchRowElems elements,
+// so the MB/s they report is weight bytes per second and can be set against
 // BenchmarkReadBaseline and BenchmarkMemmove, the memory-bandwidth ceilings.
 const (
 	benchWeightBytes = 64 << 20

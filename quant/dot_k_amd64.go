@@ -37,6 +37,18 @@ func dotIQ2XXSAVX2(w []byte, y []BlockQ8K) float32 {
 	return dotIQ2XXSAsm(&w[0], &y[0], len(y))
 }
 
+// dotIQ2XXSx4AVX2 is DotIQ2XXSx4 with AVX2: each weight block is expanded
+// once and applied to all four activations.
+func dotIQ2XXSx4AVX2(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) {
+	checkQ8Kx4(len(y0), y1, y2, y3)
+	if len(y0) == 0 {
+		*out = [4]float32{}
+		return
+	}
+	w = w[:len(y0)*dotIQ2XXSBytes]
+	dotIQ2XXSx4Asm(&w[0], &y0[0], &y1[0], &y2[0], &y3[0], len(y0), out)
+}
+
 // dotQ2KAsm returns the Q2_K dot of nb weight blocks at w with nb
 // activation blocks at y (nb > 0).
 //
@@ -54,3 +66,9 @@ func dotQ4KAsm(w *byte, y *BlockQ8K, nb int) float32
 //
 //go:noescape
 func dotIQ2XXSAsm(w *byte, y *BlockQ8K, nb int) float32
+
+// dotIQ2XXSx4Asm sets out[t] to the IQ2_XXS dot of nb weight blocks at w
+// with nb activation blocks at yt (nb > 0), for t = 0..3.
+//
+//go:noescape
+func dotIQ2XXSx4Asm(w *byte, y0, y1, y2, y3 *BlockQ8K, nb int, out *[4]float32)

@@ -20,7 +20,9 @@
 //
 // On one core all three are bound by instruction throughput, not memory
 // bandwidth; IQ2_XXS most of all, by its table work (four grid rows and
-// four sign patterns gathered per 32 elements).
+// four sign patterns gathered per 32 elements). dotIQ2XXSx4Asm shares that
+// table work among four activations, which prefill has when several
+// tokens are routed to one expert.
 
 // iq2xxsSigns holds, for each 7-bit IQ2_XXS sign index s, the eight bytes
 // of ±1 (0x01 or 0xff) that iq2Sign(s) stands for: byte t is -1 when bit t
@@ -241,19 +243,15 @@ DATA iq2xxsScales<>+56(SB)/4, $0x001d001d
 DATA iq2xxsScales<>+60(SB)/4, $0x001f001f
 GLOBL iq2xxsScales<>(SB), RODATA|NOPTR, $64
 
-// IQ2GROUP adds to Y1 the integer sum of IQ2_XXS group g (elements 32g to
-// 32g+31) of the block at SI against the Q8_K block at DI, times the group
-// scale 2ls+1. One 64-bit load brings the group's four grid indices and
-// its sign/scale word a1; the four grid rows (eight magnitude bytes each)
-// come from the table at R8 and the four sign patterns, as ±1 bytes, from
-// the table at R9, each as 64-bit loads assembled into one 256-bit
-// register; the scale multiplier comes from the table at R10.
-//
-// The signs go on the weights and the product is formed as
-// |q8|·(grid·sign·sgn(q8)), so an activation code of -128 is handled
-// exactly (applying the signs to q8 instead would turn -(-128) into -128);
-// that costs two instructions per group, about 8% of the kernel's time.
-#define IQ2GROUP(g) \
+// IQ2EXPAND sets Y2 to the 32 signed weights (grid magnitude times ±1) of
+// IQ2_XXS group g (elements 32g to 32g+31) of the block at SI and Y6 to the
+// group's VPMADDWD multiplier, the int16 pair (2ls+1, 2ls+1). One 64-bit
+// load brings the group's four grid indices and its sign/scale word a1;
+// the four grid rows (eight magnitude bytes each) come from the table at
+// R8 and the four sign patterns, as ±1 bytes, from the table at R9, each
+// as 64-bit loads assembled into one 256-bit register; the scale
+// multiplier comes from the table at R10. Clobbers BX, DX, Y3, Y4, Y5.
+#define IQ2EXPAND(g) \
 	MOVQ    (g*8+2)(SI), BX; \
 	MOVBLZX BL, DX; \
 	VMOVQ   (R8)(DX*8), X2; \
@@ -282,15 +280,30 @@ GLOBL iq2xxsScales<>(SB), RODATA|NOPTR, $64
 	ANDL    $127, DX; \
 	VPINSRQ $1, (R9)(DX*8), X5, X5; \
 	VINSERTI128 $1, X5, Y4, Y4; \
-	VMOVDQU (g*32+BlockQ8K_Qs)(DI), Y5; \
 	VPSIGNB Y4, Y2, Y2; \
-	VPSIGNB Y5, Y2, Y2; \
-	VPABSB  Y5, Y5; \
-	VPMADDUBSW Y2, Y5, Y5; \
 	SHRL    $28, BX; \
-	VPBROADCASTD (R10)(BX*4), Y6; \
+	VPBROADCASTD (R10)(BX*4), Y6
+
+// IQ2APPLY adds to Yacc the integer sum of the expanded group in Y2 times
+// the Q8_K codes of group g of the block at Py, times the scale in Y6.
+// The product is formed as |q8|·(w·sgn(q8)), so an activation code of
+// -128 is handled exactly (applying the signs to q8 instead would turn
+// -(-128) into -128); that costs two instructions per group, about 8% of
+// the single-token kernel's time. Clobbers Y5 and Y7; Y2 and Y6 are kept
+// for the next activation.
+#define IQ2APPLY(Py, g, Yacc) \
+	VMOVDQU (g*32+BlockQ8K_Qs)(Py), Y5; \
+	VPSIGNB Y5, Y2, Y7; \
+	VPABSB  Y5, Y5; \
+	VPMADDUBSW Y7, Y5, Y5; \
 	VPMADDWD Y6, Y5, Y5; \
-	VPADDD  Y5, Y1, Y1
+	VPADDD  Y5, Yacc, Yacc
+
+// IQ2GROUP adds to Y1 the integer sum of IQ2_XXS group g of the block at
+// SI against the Q8_K block at DI, times the group scale 2ls+1.
+#define IQ2GROUP(g) \
+	IQ2EXPAND(g); \
+	IQ2APPLY(DI, g, Y1)
 
 // func dotIQ2XXSAsm(w *byte, y *BlockQ8K, nb int) float32
 TEXT ·dotIQ2XXSAsm(SB), NOSPLIT, $0-28
@@ -339,6 +352,93 @@ iq2loop:
 	VMOVD  AX, X1
 	VMULSS X1, X0, X0
 	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// IQ2X4GROUP adds to Y8..Y11 the integer sums of IQ2_XXS group g of the
+// block at SI against the Q8_K blocks at DI, R11, R12 and R13: the group is
+// expanded once and applied to the four activations, which is where the
+// four-token kernel saves its time.
+#define IQ2X4GROUP(g) \
+	IQ2EXPAND(g); \
+	IQ2APPLY(DI, g, Y8); \
+	IQ2APPLY(R11, g, Y9); \
+	IQ2APPLY(R12, g, Y10); \
+	IQ2APPLY(R13, g, Y11)
+
+// IQ2X4FLOAT adds to Xsum the float term (f16(d)·D)·float32(bsum) of the
+// block at Py, bsum being the eight int32 lanes of Yacc (low half Xacc)
+// added, with f16(d) in X2: the operations and their order are those of
+// dotIQ2XXSAsm, so each token gets that kernel's bits.
+#define IQ2X4FLOAT(Py, Yacc, Xacc, Xsum) \
+	VEXTRACTI128 $1, Yacc, X3; \
+	VPADDD       X3, Xacc, X3; \
+	VPSHUFD      $0x4e, X3, X4; \
+	VPADDD       X4, X3, X3; \
+	VPSHUFD      $0xb1, X3, X4; \
+	VPADDD       X4, X3, X3; \
+	VCVTDQ2PS    X3, X3; \
+	VMULSS       BlockQ8K_D(Py), X2, X4; \
+	VMULSS       X3, X4, X4; \
+	VADDSS       X4, Xsum, Xsum
+
+// func dotIQ2XXSx4Asm(w *byte, y0, y1, y2, y3 *BlockQ8K, nb int, out *[4]float32)
+TEXT ·dotIQ2XXSx4Asm(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), SI
+	MOVQ y0+8(FP), DI
+	MOVQ y1+16(FP), R11
+	MOVQ y2+24(FP), R12
+	MOVQ y3+32(FP), R13
+	MOVQ nb+40(FP), CX
+	LEAQ ·iq2xxsGrid(SB), R8
+	LEAQ iq2xxsSigns<>(SB), R9
+	LEAQ iq2xxsScales<>(SB), R10
+	VXORPS X12, X12, X12 // sumf of each token
+	VXORPS X13, X13, X13
+	VXORPS X14, X14, X14
+	VXORPS X15, X15, X15
+
+iq2x4loop:
+	VPXOR Y8, Y8, Y8
+	VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10
+	VPXOR Y11, Y11, Y11
+	IQ2X4GROUP(0)
+	IQ2X4GROUP(1)
+	IQ2X4GROUP(2)
+	IQ2X4GROUP(3)
+	IQ2X4GROUP(4)
+	IQ2X4GROUP(5)
+	IQ2X4GROUP(6)
+	IQ2X4GROUP(7)
+
+	MOVWLZX   (SI), AX
+	VMOVD     AX, X2
+	VCVTPH2PS X2, X2
+	IQ2X4FLOAT(DI, Y8, X8, X12)
+	IQ2X4FLOAT(R11, Y9, X9, X13)
+	IQ2X4FLOAT(R12, Y10, X10, X14)
+	IQ2X4FLOAT(R13, Y11, X11, X15)
+
+	ADDQ $const_dotIQ2XXSBytes, SI
+	ADDQ $BlockQ8K__size, DI
+	ADDQ $BlockQ8K__size, R11
+	ADDQ $BlockQ8K__size, R12
+	ADDQ $BlockQ8K__size, R13
+	DECQ CX
+	JNZ  iq2x4loop
+
+	MOVL   $0x3e000000, AX // 0.125
+	VMOVD  AX, X1
+	MOVQ   out+48(FP), AX
+	VMULSS X1, X12, X12
+	VMOVSS X12, 0(AX)
+	VMULSS X1, X13, X13
+	VMOVSS X13, 4(AX)
+	VMULSS X1, X14, X14
+	VMOVSS X14, 8(AX)
+	VMULSS X1, X15, X15
+	VMOVSS X15, 12(AX)
 	VZEROUPPER
 	RET
 

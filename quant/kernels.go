@@ -8,19 +8,20 @@ import (
 // Kernels is one implementation of the weight-row · activation dot
 // products the matrix kernels are built from.
 type Kernels struct {
-	Name   string // "go" for the pure-Go reference, else the instruction set
-	Q8_0   func(w []byte, x []BlockQ8_0) float32
-	Q8_0x4 func(w []byte, x0, x1, x2, x3 []BlockQ8_0, out *[4]float32) // out[t] = Q8_0(w, xt) bit for bit, four activations of one length
-	Q2K    func(w []byte, y []BlockQ8K) float32
-	Q4K    func(w []byte, y []BlockQ8K) float32
-	IQ2XXS func(w []byte, y []BlockQ8K) float32
-	F16    func(w []byte, x []float32) float32
-	F32    func(w []byte, x []float32) float32
+	Name     string // "go" for the pure-Go reference, else the instruction set
+	Q8_0     func(w []byte, x []BlockQ8_0) float32
+	Q8_0x4   func(w []byte, x0, x1, x2, x3 []BlockQ8_0, out *[4]float32) // out[t] = Q8_0(w, xt) bit for bit, four activations of one length
+	Q2K      func(w []byte, y []BlockQ8K) float32
+	Q4K      func(w []byte, y []BlockQ8K) float32
+	IQ2XXS   func(w []byte, y []BlockQ8K) float32
+	IQ2XXSx4 func(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) // out[t] = IQ2XXS(w, yt) bit for bit, four activations of one length
+	F16      func(w []byte, x []float32) float32
+	F32      func(w []byte, x []float32) float32
 }
 
 // GenericKernels returns the pure-Go reference kernels of dot.go.
 func GenericKernels() Kernels {
-	return Kernels{Name: "go", Q8_0: DotQ8_0, Q8_0x4: DotQ8_0x4, Q2K: DotQ2K, Q4K: DotQ4K, IQ2XXS: DotIQ2XXS, F16: DotF16, F32: DotF32}
+	return Kernels{Name: "go", Q8_0: DotQ8_0, Q8_0x4: DotQ8_0x4, Q2K: DotQ2K, Q4K: DotQ4K, IQ2XXS: DotIQ2XXS, IQ2XXSx4: DotIQ2XXSx4, F16: DotF16, F32: DotF32}
 }
 
 // DotQ8_0x4 sets out[t] to DotQ8_0(w, xt) for four activations of the
@@ -37,6 +38,23 @@ func DotQ8_0x4(w []byte, x0, x1, x2, x3 []BlockQ8_0, out *[4]float32) {
 func checkQ8_0x4(n int, x1, x2, x3 []BlockQ8_0) {
 	if len(x1) != n || len(x2) != n || len(x3) != n {
 		panic(fmt.Sprintf("quant: Q8_0x4 activations of unequal lengths %d, %d, %d, %d", n, len(x1), len(x2), len(x3)))
+	}
+}
+
+// DotIQ2XXSx4 sets out[t] to DotIQ2XXS(w, yt) for four activations of
+// the same length; it panics if their lengths differ.
+func DotIQ2XXSx4(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) {
+	checkQ8Kx4(len(y0), y1, y2, y3)
+	out[0] = DotIQ2XXS(w, y0)
+	out[1] = DotIQ2XXS(w, y1)
+	out[2] = DotIQ2XXS(w, y2)
+	out[3] = DotIQ2XXS(w, y3)
+}
+
+// checkQ8Kx4 panics unless y1, y2 and y3 have n blocks each.
+func checkQ8Kx4(n int, y1, y2, y3 []BlockQ8K) {
+	if len(y1) != n || len(y2) != n || len(y3) != n {
+		panic(fmt.Sprintf("quant: IQ2XXSx4 activations of unequal lengths %d, %d, %d, %d", n, len(y1), len(y2), len(y3)))
 	}
 }
 

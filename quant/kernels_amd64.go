@@ -14,13 +14,14 @@ func vectorKernels() (Kernels, bool) {
 		return Kernels{}, false
 	}
 	return Kernels{
-		Name:   "avx2",
-		Q8_0:   dotQ8_0AVX2,
-		Q8_0x4: dotQ8_0x4AVX2,
-		Q2K:    dotQ2KAVX2,
-		Q4K:    dotQ4KAVX2,
-		IQ2XXS: dotIQ2XXSAVX2,
-		F16:    dotF16AVX2,
-		F32:    dotF32AVX2,
+		Name:     "avx2",
+		Q8_0:     dotQ8_0AVX2,
+		Q8_0x4:   dotQ8_0x4AVX2,
+		Q2K:      dotQ2KAVX2,
+		Q4K:      dotQ4KAVX2,
+		IQ2XXS:   dotIQ2XXSAVX2,
+		IQ2XXSx4: dotIQ2XXSx4AVX2,
+		F16:      dotF16AVX2,
+		F32:      dotF32AVX2,
 	}, true
 }

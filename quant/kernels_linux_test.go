@@ -95,6 +95,32 @@ func TestQ8_0x4StaysInBounds(t *testing.T) {
 	}
 }
 
+// TestIQ2XXSx4StaysInBounds runs the vector IQ2XXSx4 with its weight row
+// and each of its four activations ending at an inaccessible page.
+func TestIQ2XXSx4StaysInBounds(t *testing.T) {
+	vk := vectorOrSkip(t)
+	f := &kernelFields[3]
+	require.Equal(t, "IQ2XXS", f.name)
+	for _, n := range blockSizesQ8K {
+		var y, gy [4][]quant.BlockQ8K
+		var c dotCase
+		for tok := range y {
+			c = f.blockCase("guarded", n, func() byte { return 0x55 }, func(int, int) uint16 { return 0x3c00 }, func(i int) int8 { return int8(i + 3*tok) }, func(int) float32 { return 0.5 + float32(tok) })
+			y[tok] = c.q8k
+			gy[tok] = guardedSlice[quant.BlockQ8K](t, n)
+			copy(gy[tok], c.q8k)
+		}
+		gw := guardedTail(t, len(c.w))
+		copy(gw, c.w)
+		var got [4]float32
+		vk.IQ2XXSx4(gw, gy[0], gy[1], gy[2], gy[3], &got)
+		for tok := range y {
+			want := vk.IQ2XXS(c.w, y[tok])
+			require.Equal(t, math.Float32bits(want), math.Float32bits(got[tok]), "nb=%d token %d: IQ2XXSx4 %v, IQ2XXS %v", n, tok, got[tok], want)
+		}
+	}
+}
+
 // guardedSlice returns a []T of n elements that ends at an inaccessible
 // page.
 func guardedSlice[T any](t *testing.T, n int) []T {

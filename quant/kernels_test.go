@@ -93,9 +93,10 @@ var kernelFields = []kernelField{
 }
 
 // batchFields lists the fields of quant.Kernels that apply one row to
-// several activations; TestQ8_0x4MatchesQ8_0 checks them against the
-// single-activation field of the same set.
-var batchFields = []string{"Q8_0x4"}
+// several activations; TestQ8_0x4MatchesQ8_0 and
+// TestIQ2XXSx4MatchesIQ2XXS check them against the single-activation field
+// of the same set.
+var batchFields = []string{"Q8_0x4", "IQ2XXSx4"}
 
 // run returns the field's dot product of c under kernels k.
 func (f *kernelField) run(k quant.Kernels, c *dotCase) float32 {
@@ -588,8 +589,8 @@ func TestBackendMatMulVectorVsGeneric(t *testing.T) {
 
 	gen := quant.GenericKernels()
 	r := rand.New(rand.NewPCG(5, 6))
-	// Six tokens: the backend applies Q8_0 rows to four tokens a call
-	// (Q8_0x4) and to the remaining two one by one.
+	// Six tokens: the backend applies Q8_0 and IQ2_XXS rows to four
+	// tokens a call (Q8_0x4, IQ2XXSx4) and to the remaining two one by one.
 	const cols, rows, n = 512, 37, 6
 	for _, f := range kernelFields {
 		t.Run(f.name, func(t *testing.T) {
@@ -840,5 +841,132 @@ func TestQ8_0x4BadInputPanics(t *testing.T) {
 		}
 		k.Q8_0x4(c.w, x, x, x, x, &out)
 		require.Equal(t, [4]float32{9 * 32, 9 * 32, 9 * 32, 9 * 32}, out, "%s kernel Q8_0x4 on ones", k.Name)
+	}
+}
+
+// iq2x4Case is one IQ2_XXS weight row and four activations of its length.
+type iq2x4Case struct {
+	name string
+	w    []byte
+	y    [4][]quant.BlockQ8K
+}
+
+// iq2x4Cases returns rows of every size in blockSizesQ8K with random codes
+// and scales, and rows of extreme codes (activation codes of -128
+// included) and special scales, each with four activations that differ
+// from one another.
+func iq2x4Cases(r *rand.Rand) []iq2x4Case {
+	f := &kernelFields[3]
+	if f.name != "IQ2XXS" {
+		panic("kernelFields[3] is " + f.name + ", not IQ2XXS")
+	}
+	randByte := func() byte { return byte(r.Uint32()) }
+	randScale := func(int, int) uint16 { return randScaleF16(r) }
+	randCode := func(int) int8 { return int8(r.Uint32()) }
+	randD := func(int) float32 { return randActScale(r) }
+	constByte := func(v byte) func() byte { return func() byte { return v } }
+	constCode := func(v int8) func(int) int8 { return func(int) int8 { return v } }
+	constScale := func(v uint16) func(int, int) uint16 { return func(int, int) uint16 { return v } }
+	constD := func(v float32) func(int) float32 { return func(int) float32 { return v } }
+	type gen struct {
+		name  string
+		wbyte func() byte
+		scale func(int, int) uint16
+		code  func(int) int8
+		d     func(int) float32
+	}
+	mk := func(nb int, g gen) iq2x4Case {
+		c := iq2x4Case{name: fmt.Sprintf("%s/nb=%d", g.name, nb)}
+		for t := range c.y {
+			// Each activation draws its own codes and scales; the
+			// weight row is the first one's.
+			dc := f.blockCase(g.name, nb, g.wbyte, g.scale, g.code, g.d)
+			if t == 0 {
+				c.w = dc.w
+			}
+			c.y[t] = dc.q8k
+		}
+		return c
+	}
+	var cs []iq2x4Case
+	for _, nb := range blockSizesQ8K {
+		for range 4 {
+			cs = append(cs, mk(nb, gen{"random", randByte, randScale, randCode, randD}))
+		}
+		cs = append(cs, mk(nb, gen{"even-scales", randByte, constScale(0x2c00), randCode, constD(0.25)}))
+	}
+	for _, nb := range []int{1, 3, 9, 17} {
+		for _, g := range []gen{
+			{"codes-0x80-act-min", constByte(0x80), randScale, constCode(-128), randD},
+			{"codes-0x80-act-max", constByte(0x80), randScale, constCode(127), randD},
+			{"codes-0x7f-act-max", constByte(0x7f), randScale, constCode(127), randD},
+			{"codes-0xff-act-min", constByte(0xff), randScale, constCode(-128), randD},
+			{"codes-0x00-act-max", constByte(0x00), randScale, constCode(127), randD},
+			{"random-act-min", randByte, randScale, constCode(-128), randD},
+			{"act-alternating", randByte, randScale, func(i int) int8 { return int8(-128 + 255*(i&1)) }, randD},
+			{"scale-subnormal", randByte, constScale(0x0001), randCode, randD},
+			{"scale-max", randByte, constScale(0x7bff), randCode, constD(1e20)},
+			{"scale-inf", randByte, constScale(0x7c00), randCode, randD},
+			{"scale-nan", randByte, constScale(0x7e00), randCode, randD},
+			{"scale-negzero", randByte, constScale(0x8000), randCode, randD},
+			{"act-d-subnormal", randByte, randScale, randCode, constD(1e-40)},
+			{"act-d-inf", randByte, randScale, randCode, constD(float32(math.Inf(-1)))},
+		} {
+			cs = append(cs, mk(nb, g))
+		}
+	}
+	return cs
+}
+
+// TestIQ2XXSx4MatchesIQ2XXS holds each kernel set's IQ2XXSx4 to four calls
+// of the same set's IQ2XXS, and to the pure-Go DotIQ2XXS, bit for bit: the
+// engine's prefill uses the first and its decode the second, and the two
+// must agree exactly.
+func TestIQ2XXSx4MatchesIQ2XXS(t *testing.T) {
+	cases := iq2x4Cases(rand.New(rand.NewPCG(2, 4)))
+	for _, k := range kernelSets() {
+		t.Run(k.Name, func(t *testing.T) {
+			for _, c := range cases {
+				var got [4]float32
+				k.IQ2XXSx4(c.w, c.y[0], c.y[1], c.y[2], c.y[3], &got)
+				for tok, y := range c.y {
+					want := k.IQ2XXS(c.w, y)
+					require.Equal(t, math.Float32bits(want), math.Float32bits(got[tok]),
+						"%s %s token %d: IQ2XXSx4 %v, IQ2XXS %v", k.Name, c.name, tok, got[tok], want)
+					ref := quant.DotIQ2XXS(c.w, y)
+					if !(isNaN32(ref) && isNaN32(got[tok])) {
+						require.Equal(t, math.Float32bits(ref), math.Float32bits(got[tok]),
+							"%s %s token %d: IQ2XXSx4 %v, DotIQ2XXS %v", k.Name, c.name, tok, got[tok], ref)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestIQ2XXSx4BadInputPanics(t *testing.T) {
+	f := &kernelFields[3]
+	zero := func() byte { return 0 } // grid row 0: all magnitudes 8
+	scale := func(int, int) uint16 { return 0x3c00 }
+	code := func(int) int8 { return 1 }
+	d := func(int) float32 { return 1 }
+	c := f.blockCase("bad", 3, zero, scale, code, d)
+	y, short := c.q8k, c.q8k[:2]
+	row := c.w[: len(c.w)-1 : len(c.w)-1] // no capacity to reslice into
+	var out [4]float32
+	for _, k := range kernelSets() {
+		require.Panics(t, func() { k.IQ2XXSx4(row, y, y, y, y, &out) }, "%s kernel IQ2XXSx4 on a row one byte short", k.Name)
+		for i := range 3 {
+			ys := [][]quant.BlockQ8K{y, y, y}
+			ys[i] = short
+			require.Panics(t, func() { k.IQ2XXSx4(c.w, y, ys[0], ys[1], ys[2], &out) }, "%s kernel IQ2XXSx4 with activation %d shorter", k.Name, i+1)
+		}
+		require.Panics(t, func() { k.IQ2XXSx4(c.w, short, y, y, y, &out) }, "%s kernel IQ2XXSx4 with activation 0 shorter", k.Name)
+		// Every weight is +8 at group scale (2·0+1)/8 and scale d = 1, so
+		// each of the 3·256 elements contributes 8·1/8.
+		k.IQ2XXSx4(c.w, y, y, y, y, &out)
+		require.Equal(t, [4]float32{3 * 256, 3 * 256, 3 * 256, 3 * 256}, out, "%s kernel IQ2XXSx4 on ones", k.Name)
+		k.IQ2XXSx4(nil, nil, nil, nil, nil, &out)
+		require.Equal(t, [4]float32{}, out, "%s kernel IQ2XXSx4 on empty rows", k.Name)
 	}
 }

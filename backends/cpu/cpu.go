@@ -156,13 +156,13 @@ type matJob struct {
 	own   []bool              // whether a product quantizes its inputs itself
 	q80   []quant.BlockQ8_0
 	q8k   []quant.BlockQ8K
-	quads []quadOut // each task's Q8_0x4 results
+	quads []quadOut // each task's Q8_0x4 or IQ2XXSx4 results
 }
 
-// quadOut holds one task's four Q8_0x4 results. The kernel is called
-// through a function value, so a local array would escape to the heap
-// once per row; one per task, padded to a cache line so that concurrent
-// tasks do not share one, allocates nothing per call.
+// quadOut holds one task's four Q8_0x4 or IQ2XXSx4 results. The kernels
+// are called through function values, so a local array would escape to
+// the heap once per row; one per task, padded to a cache line so that
+// concurrent tasks do not share one, allocates nothing per call.
 type quadOut struct {
 	v [4]float32
 	_ [48]byte
@@ -324,16 +324,26 @@ func (j *matJob) Run(i int) {
 	r1 := min(rows, r0+rowsPerTask)
 	for r := r0; r < r1; r++ {
 		row := w.Data[r*w.RowBytes : (r+1)*w.RowBytes]
+		// Four tokens a call share the decoding of a Q8_0 or IQ2_XXS row,
+		// and the kernels give each token the bits the single-token one
+		// would, so prefill still matches decode exactly.
 		t := 0
-		if w.Type == quant.Q8_0 {
-			// Four tokens a call share the decoding of the row, and the
-			// kernel gives each the bits Q8_0 would, so prefill still
-			// matches decode exactly.
+		out := &j.quads[i].v
+		switch w.Type {
+		case quant.Q8_0:
 			nb := cols / 32
-			out := &j.quads[i].v
 			for ; t+4 <= p.N; t += 4 {
 				x := j.q80[off+t*nb : off+(t+4)*nb]
 				j.k.Q8_0x4(row, x[:nb], x[nb:2*nb], x[2*nb:3*nb], x[3*nb:], out)
+				for u, v := range out {
+					p.Dst[(t+u)*ds+r] = v
+				}
+			}
+		case quant.IQ2_XXS:
+			nb := cols / quant.QK_K
+			for ; t+4 <= p.N; t += 4 {
+				y := j.q8k[off+t*nb : off+(t+4)*nb]
+				j.k.IQ2XXSx4(row, y[:nb], y[nb:2*nb], y[2*nb:3*nb], y[3*nb:], out)
 				for u, v := range out {
 					p.Dst[(t+u)*ds+r] = v
 				}
