@@ -7,83 +7,58 @@ import (
 	"testing"
 )
 
-// BenchmarkDotQ8_0x4Cached applies one in-cache Q8_0 row of benchRowElems
-// elements to four activations, with Q8_0x4 and with four calls of Q8_0,
-// per kernel set; MB/s counts the row once per token, so the two ways'
-// rates compare directly.
-func BenchmarkDotQ8_0x4Cached(b *testing.B) {
+// BenchmarkDotx4Cached applies one in-cache row of benchRowElems elements
+// to four activations, with the four-token kernel and with four calls of
+// the single-token one, per weight type and kernel set; MB/s counts the
+// row once per token, so the two ways' rates compare directly.
+func BenchmarkDotx4Cached(b *testing.B) {
 	r := rand.New(rand.NewPCG(4, 5))
-	var x [4][]BlockQ8_0
-	for t := range x {
-		x[t] = make([]BlockQ8_0, benchRowElems/32)
-		QuantizeQ8_0(randActivation(r, benchRowElems), x[t])
+	var x8 [4][]BlockQ8_0
+	var xk [4][]BlockQ8K
+	for t := range 4 {
+		x8[t] = make([]BlockQ8_0, benchRowElems/32)
+		QuantizeQ8_0(randActivation(r, benchRowElems), x8[t])
+		xk[t] = make([]BlockQ8K, benchRowElems/QK_K)
+		QuantizeQ8K(randActivation(r, benchRowElems), xk[t])
 	}
-	rowBytes, err := Q8_0.RowBytes(benchRowElems)
-	if err != nil {
-		b.Fatal(err)
+	types := []struct {
+		t   Type
+		x4  func(k Kernels, w []byte, out *[4]float32)
+		one func(k Kernels, w []byte, tok int) float32
+	}{
+		{Q8_0, func(k Kernels, w []byte, out *[4]float32) { k.Q8_0x4(w, x8[0], x8[1], x8[2], x8[3], out) },
+			func(k Kernels, w []byte, tok int) float32 { return k.Q8_0(w, x8[tok]) }},
+		{IQ2_XXS, func(k Kernels, w []byte, out *[4]float32) { k.IQ2XXSx4(w, xk[0], xk[1], xk[2], xk[3], out) },
+			func(k Kernels, w []byte, tok int) float32 { return k.IQ2XXS(w, xk[tok]) }},
 	}
-	w := benchRows(Q8_0, 1, rowBytes)
-	for _, k := range benchKernelSets() {
-		b.Run("way=x4/kernels="+k.Name, func(b *testing.B) {
-			b.SetBytes(int64(4 * len(w)))
-			var out [4]float32
-			var s float32
-			for b.Loop() {
-				k.Q8_0x4(w, x[0], x[1], x[2], x[3], &out)
-				s += out[0] + out[1] + out[2] + out[3]
-			}
-			benchSinkF32 = s
-		})
-		b.Run("way=1x4/kernels="+k.Name, func(b *testing.B) {
-			b.SetBytes(int64(4 * len(w)))
-			var s float32
-			for b.Loop() {
-				for _, xt := range x {
-					s += k.Q8_0(w, xt)
+	for _, tc := range types {
+		rowBytes, err := tc.t.RowBytes(benchRowElems)
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := benchRows(tc.t, 1, rowBytes)
+		for _, k := range benchKernelSets() {
+			b.Run("type="+tc.t.String()+"/way=x4/kernels="+k.Name, func(b *testing.B) {
+				b.SetBytes(int64(4 * len(w)))
+				var out [4]float32
+				var s float32
+				for b.Loop() {
+					tc.x4(k, w, &out)
+					s += out[0] + out[1] + out[2] + out[3]
 				}
-			}
-			benchSinkF32 = s
-		})
-	}
-}
-
-// BenchmarkDotIQ2XXSx4Cached applies one in-cache IQ2_XXS row of
-// benchRowElems elements to four activations, with IQ2XXSx4 and with four
-// calls of IQ2XXS, per kernel set; MB/s counts the row once per token, so
-// the two ways' rates compare directly.
-func BenchmarkDotIQ2XXSx4Cached(b *testing.B) {
-	r := rand.New(rand.NewPCG(4, 6))
-	var y [4][]BlockQ8K
-	for t := range y {
-		y[t] = make([]BlockQ8K, benchRowElems/QK_K)
-		QuantizeQ8K(randActivation(r, benchRowElems), y[t])
-	}
-	rowBytes, err := IQ2_XXS.RowBytes(benchRowElems)
-	if err != nil {
-		b.Fatal(err)
-	}
-	w := benchRows(IQ2_XXS, 1, rowBytes)
-	for _, k := range benchKernelSets() {
-		b.Run("way=x4/kernels="+k.Name, func(b *testing.B) {
-			b.SetBytes(int64(4 * len(w)))
-			var out [4]float32
-			var s float32
-			for b.Loop() {
-				k.IQ2XXSx4(w, y[0], y[1], y[2], y[3], &out)
-				s += out[0] + out[1] + out[2] + out[3]
-			}
-			benchSinkF32 = s
-		})
-		b.Run("way=1x4/kernels="+k.Name, func(b *testing.B) {
-			b.SetBytes(int64(4 * len(w)))
-			var s float32
-			for b.Loop() {
-				for _, yt := range y {
-					s += k.IQ2XXS(w, yt)
+				benchSinkF32 = s
+			})
+			b.Run("type="+tc.t.String()+"/way=1x4/kernels="+k.Name, func(b *testing.B) {
+				b.SetBytes(int64(4 * len(w)))
+				var s float32
+				for b.Loop() {
+					for tok := range 4 {
+						s += tc.one(k, w, tok)
+					}
 				}
-			}
-			benchSinkF32 = s
-		})
+				benchSinkF32 = s
+			})
+		}
 	}
 }
 

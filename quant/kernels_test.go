@@ -735,18 +735,20 @@ func kernelSets() []quant.Kernels {
 	return sets
 }
 
-// q8x4Case is one Q8_0 weight row and four activations of its length.
-type q8x4Case struct {
+// x4Case is one weight row and four activations of its length, in the
+// form of the row's field.
+type x4Case struct {
 	name string
 	w    []byte
-	x    [4][]quant.BlockQ8_0
+	act  [4]dotCase
 }
 
-// q8x4Cases returns rows of every size in blockSizesQ8_0 with random codes
-// and scales, and rows of extreme codes and special scales, each with four
+// x4Cases returns, for the block field f, rows of every size in sizes with
+// random codes and scales, and rows of extreme codes (activation codes of
+// -128 included; Q8_0 activations map them to -127, its precondition) and
+// special scales for each size in extremeSizes, each with four
 // activations that differ from one another.
-func q8x4Cases(r *rand.Rand) []q8x4Case {
-	f := &kernelFields[0]
+func x4Cases(r *rand.Rand, f *kernelField, sizes, extremeSizes []int) []x4Case {
 	randByte := func() byte { return byte(r.Uint32()) }
 	randScale := func(int, int) uint16 { return randScaleF16(r) }
 	randCode := func(int) int8 { return int8(r.Uint32()) }
@@ -762,32 +764,34 @@ func q8x4Cases(r *rand.Rand) []q8x4Case {
 		code  func(int) int8
 		d     func(int) float32
 	}
-	mk := func(nb int, g gen) q8x4Case {
-		c := q8x4Case{name: fmt.Sprintf("%s/nb=%d", g.name, nb)}
-		for t := range c.x {
+	mk := func(nb int, g gen) x4Case {
+		c := x4Case{name: fmt.Sprintf("%s/nb=%d", g.name, nb)}
+		for t := range c.act {
 			// Each activation draws its own codes and scales; the
 			// weight row is the first one's.
-			dc := f.blockCase(g.name, nb, g.wbyte, g.scale, g.code, g.d)
+			c.act[t] = f.blockCase(g.name, nb, g.wbyte, g.scale, g.code, g.d)
 			if t == 0 {
-				c.w = dc.w
+				c.w = c.act[t].w
 			}
-			c.x[t] = dc.q80
 		}
 		return c
 	}
-	var cs []q8x4Case
-	for _, nb := range append(slices.Clone(blockSizesQ8_0), 32, 33, 39, 40, 47, 128+7) {
+	var cs []x4Case
+	for _, nb := range sizes {
 		for range 4 {
 			cs = append(cs, mk(nb, gen{"random", randByte, randScale, randCode, randD}))
 		}
 		cs = append(cs, mk(nb, gen{"even-scales", randByte, constScale(0x2c00), randCode, constD(0.25)}))
 	}
-	for _, nb := range []int{1, 8, 9, 17} {
+	for _, nb := range extremeSizes {
 		for _, g := range []gen{
 			{"codes-0x80-act-min", constByte(0x80), randScale, constCode(-128), randD},
 			{"codes-0x80-act-max", constByte(0x80), randScale, constCode(127), randD},
 			{"codes-0x7f-act-max", constByte(0x7f), randScale, constCode(127), randD},
 			{"codes-0xff-act-min", constByte(0xff), randScale, constCode(-128), randD},
+			{"codes-0x00-act-max", constByte(0x00), randScale, constCode(127), randD},
+			{"random-act-min", randByte, randScale, constCode(-128), randD},
+			{"act-alternating", randByte, randScale, func(i int) int8 { return int8(-128 + 255*(i&1)) }, randD},
 			{"scale-subnormal", randByte, constScale(0x0001), randCode, randD},
 			{"scale-max", randByte, constScale(0x7bff), randCode, constD(1e20)},
 			{"scale-inf", randByte, constScale(0x7c00), randCode, randD},
@@ -806,14 +810,14 @@ func q8x4Cases(r *rand.Rand) []q8x4Case {
 // the same set's Q8_0, bit for bit: the engine's prefill uses the first and
 // its decode the second, and the two must agree exactly.
 func TestQ8_0x4MatchesQ8_0(t *testing.T) {
-	cases := q8x4Cases(rand.New(rand.NewPCG(8, 4)))
+	cases := x4Cases(rand.New(rand.NewPCG(8, 4)), &kernelFields[0], append(slices.Clone(blockSizesQ8_0), 32, 33, 39, 40, 47, 128+7), []int{1, 8, 9, 17})
 	for _, k := range kernelSets() {
 		t.Run(k.Name, func(t *testing.T) {
 			for _, c := range cases {
 				var got [4]float32
-				k.Q8_0x4(c.w, c.x[0], c.x[1], c.x[2], c.x[3], &got)
-				for tok, x := range c.x {
-					want := k.Q8_0(c.w, x)
+				k.Q8_0x4(c.w, c.act[0].q80, c.act[1].q80, c.act[2].q80, c.act[3].q80, &got)
+				for tok, a := range c.act {
+					want := k.Q8_0(c.w, a.q80)
 					require.Equal(t, math.Float32bits(want), math.Float32bits(got[tok]),
 						"%s %s token %d: Q8_0x4 %v, Q8_0 %v", k.Name, c.name, tok, got[tok], want)
 				}
@@ -844,92 +848,21 @@ func TestQ8_0x4BadInputPanics(t *testing.T) {
 	}
 }
 
-// iq2x4Case is one IQ2_XXS weight row and four activations of its length.
-type iq2x4Case struct {
-	name string
-	w    []byte
-	y    [4][]quant.BlockQ8K
-}
-
-// iq2x4Cases returns rows of every size in blockSizesQ8K with random codes
-// and scales, and rows of extreme codes (activation codes of -128
-// included) and special scales, each with four activations that differ
-// from one another.
-func iq2x4Cases(r *rand.Rand) []iq2x4Case {
-	f := &kernelFields[3]
-	if f.name != "IQ2XXS" {
-		panic("kernelFields[3] is " + f.name + ", not IQ2XXS")
-	}
-	randByte := func() byte { return byte(r.Uint32()) }
-	randScale := func(int, int) uint16 { return randScaleF16(r) }
-	randCode := func(int) int8 { return int8(r.Uint32()) }
-	randD := func(int) float32 { return randActScale(r) }
-	constByte := func(v byte) func() byte { return func() byte { return v } }
-	constCode := func(v int8) func(int) int8 { return func(int) int8 { return v } }
-	constScale := func(v uint16) func(int, int) uint16 { return func(int, int) uint16 { return v } }
-	constD := func(v float32) func(int) float32 { return func(int) float32 { return v } }
-	type gen struct {
-		name  string
-		wbyte func() byte
-		scale func(int, int) uint16
-		code  func(int) int8
-		d     func(int) float32
-	}
-	mk := func(nb int, g gen) iq2x4Case {
-		c := iq2x4Case{name: fmt.Sprintf("%s/nb=%d", g.name, nb)}
-		for t := range c.y {
-			// Each activation draws its own codes and scales; the
-			// weight row is the first one's.
-			dc := f.blockCase(g.name, nb, g.wbyte, g.scale, g.code, g.d)
-			if t == 0 {
-				c.w = dc.w
-			}
-			c.y[t] = dc.q8k
-		}
-		return c
-	}
-	var cs []iq2x4Case
-	for _, nb := range blockSizesQ8K {
-		for range 4 {
-			cs = append(cs, mk(nb, gen{"random", randByte, randScale, randCode, randD}))
-		}
-		cs = append(cs, mk(nb, gen{"even-scales", randByte, constScale(0x2c00), randCode, constD(0.25)}))
-	}
-	for _, nb := range []int{1, 3, 9, 17} {
-		for _, g := range []gen{
-			{"codes-0x80-act-min", constByte(0x80), randScale, constCode(-128), randD},
-			{"codes-0x80-act-max", constByte(0x80), randScale, constCode(127), randD},
-			{"codes-0x7f-act-max", constByte(0x7f), randScale, constCode(127), randD},
-			{"codes-0xff-act-min", constByte(0xff), randScale, constCode(-128), randD},
-			{"codes-0x00-act-max", constByte(0x00), randScale, constCode(127), randD},
-			{"random-act-min", randByte, randScale, constCode(-128), randD},
-			{"act-alternating", randByte, randScale, func(i int) int8 { return int8(-128 + 255*(i&1)) }, randD},
-			{"scale-subnormal", randByte, constScale(0x0001), randCode, randD},
-			{"scale-max", randByte, constScale(0x7bff), randCode, constD(1e20)},
-			{"scale-inf", randByte, constScale(0x7c00), randCode, randD},
-			{"scale-nan", randByte, constScale(0x7e00), randCode, randD},
-			{"scale-negzero", randByte, constScale(0x8000), randCode, randD},
-			{"act-d-subnormal", randByte, randScale, randCode, constD(1e-40)},
-			{"act-d-inf", randByte, randScale, randCode, constD(float32(math.Inf(-1)))},
-		} {
-			cs = append(cs, mk(nb, g))
-		}
-	}
-	return cs
-}
-
 // TestIQ2XXSx4MatchesIQ2XXS holds each kernel set's IQ2XXSx4 to four calls
 // of the same set's IQ2XXS, and to the pure-Go DotIQ2XXS, bit for bit: the
 // engine's prefill uses the first and its decode the second, and the two
 // must agree exactly.
 func TestIQ2XXSx4MatchesIQ2XXS(t *testing.T) {
-	cases := iq2x4Cases(rand.New(rand.NewPCG(2, 4)))
+	f := &kernelFields[3]
+	require.Equal(t, "IQ2XXS", f.name)
+	cases := x4Cases(rand.New(rand.NewPCG(2, 4)), f, blockSizesQ8K, []int{1, 3, 9, 17})
 	for _, k := range kernelSets() {
 		t.Run(k.Name, func(t *testing.T) {
 			for _, c := range cases {
 				var got [4]float32
-				k.IQ2XXSx4(c.w, c.y[0], c.y[1], c.y[2], c.y[3], &got)
-				for tok, y := range c.y {
+				k.IQ2XXSx4(c.w, c.act[0].q8k, c.act[1].q8k, c.act[2].q8k, c.act[3].q8k, &got)
+				for tok, a := range c.act {
+					y := a.q8k
 					want := k.IQ2XXS(c.w, y)
 					require.Equal(t, math.Float32bits(want), math.Float32bits(got[tok]),
 						"%s %s token %d: IQ2XXSx4 %v, IQ2XXS %v", k.Name, c.name, tok, got[tok], want)
