@@ -128,15 +128,11 @@ func benchVector() []float32 {
 }
 
 // benchKernelSets returns the kernel sets the dot benchmarks compare: the
-// pure-Go one and, where this CPU has them, the vector kernels. Each runs
+// pure-Go one and every vector kernel set this CPU can run. Each runs
 // as a sub-benchmark named kernels=NAME, so that benchstat -col /kernels
 // sets them side by side.
 func benchKernelSets() []Kernels {
-	sets := []Kernels{GenericKernels()}
-	if k, ok := VectorKernels(); ok {
-		sets = append(sets, k)
-	}
-	return sets
+	return append([]Kernels{GenericKernels()}, VectorKernelSets()...)
 }
 
 // benchDotQ8K benchmarks a Q8_K-activation kernel over a matrix of type t.

@@ -58,10 +58,20 @@ func checkQ8Kx4(n int, y1, y2, y3 []BlockQ8K) {
 	}
 }
 
-// VectorKernels returns the SIMD kernels this CPU can run, and false when
-// it has none (another architecture, missing features, or the purego
-// build tag).
-func VectorKernels() (Kernels, bool) { return vectorKernels() }
+// VectorKernelSets returns every SIMD kernel set this CPU can run, the
+// fastest first; it is empty on another architecture, without the needed
+// features, or under the purego build tag.
+func VectorKernelSets() []Kernels { return vectorKernelSets() }
+
+// VectorKernels returns the fastest SIMD kernel set this CPU can run, and
+// false when it has none.
+func VectorKernels() (Kernels, bool) {
+	sets := vectorKernelSets()
+	if len(sets) == 0 {
+		return Kernels{}, false
+	}
+	return sets[0], true
+}
 
 // PureGoEnv is the environment variable that, set to anything but "" or
 // "0", makes BestKernels return the pure-Go kernels.
@@ -73,7 +83,7 @@ func BestKernels() Kernels {
 	if v := os.Getenv(PureGoEnv); v != "" && v != "0" {
 		return GenericKernels()
 	}
-	if k, ok := vectorKernels(); ok {
+	if k, ok := VectorKernels(); ok {
 		return k
 	}
 	return GenericKernels()

@@ -4,11 +4,21 @@ package quant
 
 import "golang.org/x/sys/cpu"
 
-// vectorKernels returns the AVX2 kernels. Every one needs AVX2 and FMA, and
+// vectorKernelSets returns the kernel sets this CPU can run, the fastest
+// first.
+func vectorKernelSets() []Kernels {
+	avx2, ok := avx2Kernels()
+	if !ok {
+		return nil
+	}
+	return []Kernels{avx2}
+}
+
+// avx2Kernels returns the AVX2 kernels. Every one needs AVX2 and FMA, and
 // F16C converts the f16 scales and weights; x/sys/cpu reports AVX2 only
 // when the OS saves the YMM registers. Every CPU with AVX2 so far also has
 // F16C and FMA, so requiring all three loses nothing.
-func vectorKernels() (Kernels, bool) {
+func avx2Kernels() (Kernels, bool) {
 	x := cpu.X86
 	if !x.HasAVX2 || !x.HasFMA || !x.HasF16C {
 		return Kernels{}, false

@@ -2,4 +2,4 @@
 
 package quant
 
-func vectorKernels() (Kernels, bool) { return Kernels{}, false }
+func vectorKernelSets() []Kernels { return nil }

@@ -211,14 +211,17 @@ func isNaN32(v float32) bool { return v != v }
 
 func nonFinite(v float32) bool { return math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) }
 
-// vectorOrSkip returns this CPU's vector kernels or skips t.
-func vectorOrSkip(t *testing.T) quant.Kernels {
+// eachVectorSet runs fn as a subtest for every SIMD kernel set this CPU
+// can run, or skips t when there is none.
+func eachVectorSet(t *testing.T, fn func(t *testing.T, vk quant.Kernels)) {
 	t.Helper()
-	k, ok := quant.VectorKernels()
-	if !ok {
+	sets := quant.VectorKernelSets()
+	if len(sets) == 0 {
 		t.Skip("no vector kernels on this CPU or build (another architecture, missing AVX2/FMA/F16C, or -tags purego): only the generic kernels run")
 	}
-	return k
+	for _, vk := range sets {
+		t.Run(vk.Name, func(t *testing.T) { fn(t, vk) })
+	}
 }
 
 func TestKernelFieldsComplete(t *testing.T) {
@@ -295,19 +298,20 @@ func TestBestKernelsPureGoEnv(t *testing.T) {
 }
 
 func TestVectorKernelsMatchGeneric(t *testing.T) {
-	vk := vectorOrSkip(t)
-	gen := quant.GenericKernels()
-	for _, f := range kernelFields {
-		t.Run(f.name, func(t *testing.T) {
-			r := rand.New(rand.NewPCG(uint64(f.typ), 42))
-			cases := f.cases(r)
-			require.NotEmpty(t, cases)
-			for i := range cases {
-				c := &cases[i]
-				f.compare(t, c, f.run(gen, c), f.run(vk, c))
-			}
-		})
-	}
+	eachVectorSet(t, func(t *testing.T, vk quant.Kernels) {
+		gen := quant.GenericKernels()
+		for _, f := range kernelFields {
+			t.Run(f.name, func(t *testing.T) {
+				r := rand.New(rand.NewPCG(uint64(f.typ), 42))
+				cases := f.cases(r)
+				require.NotEmpty(t, cases)
+				for i := range cases {
+					c := &cases[i]
+					f.compare(t, c, f.run(gen, c), f.run(vk, c))
+				}
+			})
+		}
+	})
 }
 
 // Sizes of the random cases: every length up to a few vector widths past
@@ -559,97 +563,99 @@ func (f *kernelField) floatCases(r *rand.Rand) []dotCase {
 }
 
 func TestVectorKernelsShortRowPanics(t *testing.T) {
-	vk := vectorOrSkip(t)
-	for _, f := range kernelFields {
-		t.Run(f.name, func(t *testing.T) {
-			nb := 3
-			if f.scaleOffs == nil {
-				nb = 67 // float kernels: past the unrolled step
-			}
-			c := f.blockCase("short", nb, func() byte { return 0 }, func(int, int) uint16 { return 0x3c00 }, func(int) int8 { return 1 }, func(int) float32 { return 1 })
-			if f.scaleOffs == nil {
-				c = dotCase{w: make([]byte, nb*f.typ.BlockBytes()), x: make([]float32, nb)}
-			}
-			c.w = c.w[: len(c.w)-1 : len(c.w)-1] // no capacity to reslice into
-			for _, k := range []quant.Kernels{quant.GenericKernels(), vk} {
-				require.Panics(t, func() { f.run(k, &c) }, "%s kernel %s on a row one byte short", k.Name, f.name)
-			}
-		})
-	}
+	eachVectorSet(t, func(t *testing.T, vk quant.Kernels) {
+		for _, f := range kernelFields {
+			t.Run(f.name, func(t *testing.T) {
+				nb := 3
+				if f.scaleOffs == nil {
+					nb = 67 // float kernels: past the unrolled step
+				}
+				c := f.blockCase("short", nb, func() byte { return 0 }, func(int, int) uint16 { return 0x3c00 }, func(int) int8 { return 1 }, func(int) float32 { return 1 })
+				if f.scaleOffs == nil {
+					c = dotCase{w: make([]byte, nb*f.typ.BlockBytes()), x: make([]float32, nb)}
+				}
+				c.w = c.w[: len(c.w)-1 : len(c.w)-1] // no capacity to reslice into
+				for _, k := range []quant.Kernels{quant.GenericKernels(), vk} {
+					require.Panics(t, func() { f.run(k, &c) }, "%s kernel %s on a row one byte short", k.Name, f.name)
+				}
+			})
+		}
+	})
 }
 
 func TestBackendMatMulVectorVsGeneric(t *testing.T) {
-	vk := vectorOrSkip(t)
-	genB := cpu.NewWithKernels(1, quant.GenericKernels())
-	defer genB.Close()
-	vecB := cpu.NewWithKernels(2, vk)
-	defer vecB.Close()
-	require.Equal(t, "go", genB.Kernels().Name)
-	require.Equal(t, vk.Name, vecB.Kernels().Name)
+	eachVectorSet(t, func(t *testing.T, vk quant.Kernels) {
+		genB := cpu.NewWithKernels(1, quant.GenericKernels())
+		defer genB.Close()
+		vecB := cpu.NewWithKernels(2, vk)
+		defer vecB.Close()
+		require.Equal(t, "go", genB.Kernels().Name)
+		require.Equal(t, vk.Name, vecB.Kernels().Name)
 
-	gen := quant.GenericKernels()
-	r := rand.New(rand.NewPCG(5, 6))
-	// Six tokens: the backend applies Q8_0 and IQ2_XXS rows to four
-	// tokens a call (Q8_0x4, IQ2XXSx4) and to the remaining two one by one.
-	const cols, rows, n = 512, 37, 6
-	for _, f := range kernelFields {
-		t.Run(f.name, func(t *testing.T) {
-			rb, err := f.typ.RowBytes(cols)
-			require.NoError(t, err)
-			data := make([]byte, rows*rb)
-			for i := range data {
-				data[i] = byte(r.Uint32())
-			}
-			bb, be := f.typ.BlockBytes(), f.typ.BlockElems()
-			for off := 0; off < len(data); off += bb {
-				switch f.typ {
-				case quant.F16:
-					binary.LittleEndian.PutUint16(data[off:], quant.F32ToF16(float32(r.NormFloat64())))
-				case quant.F32:
-					binary.LittleEndian.PutUint32(data[off:], math.Float32bits(float32(r.NormFloat64())))
-				default:
-					for _, so := range f.scaleOffs {
-						binary.LittleEndian.PutUint16(data[off+so:], randScaleF16(r))
+		gen := quant.GenericKernels()
+		r := rand.New(rand.NewPCG(5, 6))
+		// Six tokens: the backend applies Q8_0 and IQ2_XXS rows to four
+		// tokens a call (Q8_0x4, IQ2XXSx4) and to the remaining two one by one.
+		const cols, rows, n = 512, 37, 6
+		for _, f := range kernelFields {
+			t.Run(f.name, func(t *testing.T) {
+				rb, err := f.typ.RowBytes(cols)
+				require.NoError(t, err)
+				data := make([]byte, rows*rb)
+				for i := range data {
+					data[i] = byte(r.Uint32())
+				}
+				bb, be := f.typ.BlockBytes(), f.typ.BlockElems()
+				for off := 0; off < len(data); off += bb {
+					switch f.typ {
+					case quant.F16:
+						binary.LittleEndian.PutUint16(data[off:], quant.F32ToF16(float32(r.NormFloat64())))
+					case quant.F32:
+						binary.LittleEndian.PutUint32(data[off:], math.Float32bits(float32(r.NormFloat64())))
+					default:
+						for _, so := range f.scaleOffs {
+							binary.LittleEndian.PutUint16(data[off+so:], randScaleF16(r))
+						}
 					}
 				}
-			}
-			m, err := backends.NewMatrix("w", f.typ, []uint64{cols, rows}, data)
-			require.NoError(t, err)
-			x := make([]float32, n*cols)
-			for i := range x {
-				x[i] = float32(r.NormFloat64() * math.Pow(10, float64(i/32%5-2)))
-			}
-			outGen := make([]float32, n*rows)
-			outVec := make([]float32, n*rows)
-			genB.MatMul(outGen, m, x, n)
-			vecB.MatMul(outVec, m, x, n)
+				m, err := backends.NewMatrix("w", f.typ, []uint64{cols, rows}, data)
+				require.NoError(t, err)
+				x := make([]float32, n*cols)
+				for i := range x {
+					x[i] = float32(r.NormFloat64() * math.Pow(10, float64(i/32%5-2)))
+				}
+				outGen := make([]float32, n*rows)
+				outVec := make([]float32, n*rows)
+				genB.MatMul(outGen, m, x, n)
+				vecB.MatMul(outVec, m, x, n)
 
-			for tok := range n {
-				xt := x[tok*cols : (tok+1)*cols]
-				c := dotCase{x: xt}
-				switch {
-				case f.typ == quant.Q8_0:
-					c.q80 = make([]quant.BlockQ8_0, cols/be)
-					quant.QuantizeQ8_0(xt, c.q80)
-				case f.scaleOffs != nil:
-					c.q8k = make([]quant.BlockQ8K, cols/be)
-					quant.QuantizeQ8K(xt, c.q8k)
+				for tok := range n {
+					xt := x[tok*cols : (tok+1)*cols]
+					c := dotCase{x: xt}
+					switch {
+					case f.typ == quant.Q8_0:
+						c.q80 = make([]quant.BlockQ8_0, cols/be)
+						quant.QuantizeQ8_0(xt, c.q80)
+					case f.scaleOffs != nil:
+						c.q8k = make([]quant.BlockQ8K, cols/be)
+						quant.QuantizeQ8K(xt, c.q8k)
+					}
+					for row := range rows {
+						c.name = fmt.Sprintf("token %d row %d", tok, row)
+						c.w = data[row*rb : (row+1)*rb]
+						// Each backend is exactly its kernel set's single-token
+						// kernel on the row, so the generic output checks the
+						// pure-Go path end to end, and the vector output is
+						// held to the field's tolerance against it.
+						want := f.run(gen, &c)
+						require.Equal(t, math.Float32bits(want), math.Float32bits(outGen[tok*rows+row]), "%s generic backend", c.name)
+						require.Equal(t, math.Float32bits(f.run(vk, &c)), math.Float32bits(outVec[tok*rows+row]), "%s vector backend", c.name)
+						f.compare(t, &c, outGen[tok*rows+row], outVec[tok*rows+row])
+					}
 				}
-				for row := range rows {
-					c.name = fmt.Sprintf("token %d row %d", tok, row)
-					c.w = data[row*rb : (row+1)*rb]
-					// Each backend is exactly its kernel set's single-token
-					// kernel on the row, so the generic output checks the
-					// pure-Go path end to end, and the vector output is
-					// held to the field's tolerance against it.
-					want := f.run(gen, &c)
-					require.Equal(t, math.Float32bits(want), math.Float32bits(outGen[tok*rows+row]), "%s generic backend", c.name)
-					require.Equal(t, math.Float32bits(f.run(vk, &c)), math.Float32bits(outVec[tok*rows+row]), "%s vector backend", c.name)
-					f.compare(t, &c, outGen[tok*rows+row], outVec[tok*rows+row])
-				}
-			}
-		})
-	}
+			})
+		}
+	})
 }
 
 // FuzzVectorKernels feeds arbitrary weight bytes and activations to every
@@ -662,8 +668,8 @@ func FuzzVectorKernels(f *testing.F) {
 	f.Add(uint8(4), []byte{0x01, 0x00, 0xff, 0x7b, 0x00, 0x7e, 0x00, 0x80, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, []byte{0, 0, 128, 63, 0, 0, 0, 0x80})
 	f.Add(uint8(5), []byte{0, 0, 128, 127, 0, 0, 128, 255, 0, 0, 192, 127}, []byte{0, 0, 128, 63, 0, 0, 128, 63, 0, 0, 128, 63})
 	f.Fuzz(func(t *testing.T, field uint8, w, act []byte) {
-		vk, ok := quant.VectorKernels()
-		if !ok {
+		sets := quant.VectorKernelSets()
+		if len(sets) == 0 {
 			t.Skip("no vector kernels")
 		}
 		kf := &kernelFields[int(field)%len(kernelFields)]
@@ -721,18 +727,17 @@ func FuzzVectorKernels(f *testing.F) {
 				}
 			}
 		}
-		kf.compare(t, &c, kf.run(quant.GenericKernels(), &c), kf.run(vk, &c))
+		want := kf.run(quant.GenericKernels(), &c)
+		for _, vk := range sets {
+			kf.compare(t, &c, want, kf.run(vk, &c))
+		}
 	})
 }
 
-// kernelSets returns the generic kernels and, where this CPU has them, the
-// vector ones.
+// kernelSets returns the generic kernels and every vector kernel set this
+// CPU can run.
 func kernelSets() []quant.Kernels {
-	sets := []quant.Kernels{quant.GenericKernels()}
-	if vk, ok := quant.VectorKernels(); ok {
-		sets = append(sets, vk)
-	}
-	return sets
+	return append([]quant.Kernels{quant.GenericKernels()}, quant.VectorKernelSets()...)
 }
 
 // x4Case is one weight row and four activations of its length, in the
