@@ -20,10 +20,12 @@ import (
 type Backend struct {
 	workers int
 	k       quant.Kernels
+	vec     vecOps     // attention's float32 loops, SIMD where k is
 	wake    chan *work // one message per helper asked to join a job
 	wg      sync.WaitGroup
 	works   sync.Pool // *work
 	jobs    sync.Pool // *matJob
+	attends sync.Pool // *attendJob
 }
 
 // work is one Parallel call. The caller and every helper that joins claim
@@ -74,9 +76,10 @@ func NewWithKernels(workers int, k quant.Kernels) *Backend {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	b := &Backend{workers: workers, k: k, wake: make(chan *work, 4*workers)}
+	b := &Backend{workers: workers, k: k, vec: vecOpsFor(k.Name), wake: make(chan *work, 4*workers)}
 	b.works.New = func() any { return new(work) }
 	b.jobs.New = func() any { return new(matJob) }
+	b.attends.New = func() any { return new(attendJob) }
 	// The calling goroutine works too, so workers-1 helpers suffice.
 	for range workers - 1 {
 		b.wg.Add(1)

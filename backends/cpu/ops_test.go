@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ds4-go/ds4/backends"
+	"github.com/ds4-go/ds4/quant"
 )
 
 // Tests of the Backend methods in ops.go against the spec (spec/model.md
@@ -145,12 +146,22 @@ func TestHCHead(t *testing.T) {
 	}
 }
 
+// TestAttend checks every backend against a float64 softmax, the generic
+// one against the spec's float32 order bit for bit, and the parallel
+// vector backend against the single-worker one bit for bit (the heads'
+// split over workers changes nothing). The last cases are large enough to
+// run in parallel (attendParallelMACs).
 func TestAttend(t *testing.T) {
-	be := New(1)
-	defer be.Close()
+	gen := NewWithKernels(1, quant.GenericKernels())
+	defer gen.Close()
+	vec1 := New(1)
+	defer vec1.Close()
+	vec2 := New(2)
+	defer vec2.Close()
 	r := newRand(43)
-	for _, c := range []struct{ heads, d, rows int }{{1, 8, 1}, {4, 64, 9}, {8, 128, 40}, {2, 512, 3}} {
+	for _, c := range []struct{ heads, d, rows int }{{1, 8, 1}, {4, 64, 9}, {8, 128, 40}, {2, 512, 3}, {3, 20, 5}, {16, 512, 130}, {64, 512, 33}} {
 		t.Run(fmt.Sprintf("h%d_d%d_rows%d", c.heads, c.d, c.rows), func(t *testing.T) {
+			require.Equal(t, c.heads >= 16, c.heads*c.d*c.rows >= attendParallelMACs, "the cases of 16 heads or more, and only they, take the parallel path")
 			q := randVec(r, c.heads*c.d, 1)
 			rows := make([][]float32, c.rows)
 			for j := range rows {
@@ -163,7 +174,12 @@ func TestAttend(t *testing.T) {
 				out[i] = 99 // overwritten
 			}
 			scratch := make([]float32, c.rows+5)
-			be.Attend(out, q, rows, sinks, scale, scratch)
+			gen.Attend(out, q, rows, sinks, scale, scratch)
+			out1 := make([]float32, len(out))
+			vec1.Attend(out1, q, rows, sinks, scale, scratch)
+			out2 := make([]float32, len(out))
+			vec2.Attend(out2, q, rows, sinks, scale, scratch)
+			require.Equal(t, bitsOf(out1), bitsOf(out2), "parallel heads differ from sequential ones")
 			for h := range c.heads {
 				qh := q[h*c.d : (h+1)*c.d]
 				// float64: softmax over {sink} ∪ rows, sink only in the denominator.
@@ -187,7 +203,8 @@ func TestAttend(t *testing.T) {
 						want += p * float64(row[k])
 						mag += p * math.Abs(float64(row[k]))
 					}
-					require.InDelta(t, want, float64(out[h*c.d+k]), 1e-5*mag+1e-6, "head %d k %d", h, k)
+					require.InDelta(t, want, float64(out[h*c.d+k]), 1e-5*mag+1e-6, "generic head %d k %d", h, k)
+					require.InDelta(t, want, float64(out1[h*c.d+k]), 1e-5*mag+1e-6, "%s head %d k %d", vec1.Kernels().Name, h, k)
 				}
 			}
 			// The spec's float32 order (§6.1) exactly.
