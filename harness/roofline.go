@@ -186,6 +186,20 @@ type Traffic struct {
 // Vectors, lookup tables (one row) and matrices are counted from the
 // file's tensor table, so the numbers hold for any recipe.
 func DecodeTraffic(f *gguf.File, p layout.Params) ([]Traffic, error) {
+	parts, _, err := decodeTraffic(f, p)
+	return parts, err
+}
+
+// DecodeBytesByType returns the bytes of one decode step's traffic
+// (DecodeTraffic's total) per weight type.
+func DecodeBytesByType(f *gguf.File, p layout.Params) (map[quant.Type]int64, error) {
+	_, byType, err := decodeTraffic(f, p)
+	return byType, err
+}
+
+// decodeTraffic is DecodeTraffic with the bytes also summed per type.
+func decodeTraffic(f *gguf.File, p layout.Params) ([]Traffic, map[quant.Type]int64, error) {
+	byType := map[quant.Type]int64{}
 	parts := make([]Traffic, 0, p.Layers+3)
 	parts = append(parts, Traffic{Part: "embd", Layer: -1})
 	for il := range p.Layers {
@@ -203,11 +217,11 @@ func DecodeTraffic(f *gguf.File, p layout.Params) ([]Traffic, error) {
 		case strings.HasPrefix(name, "blk."):
 			var il int
 			if _, err := fmt.Sscanf(name, "blk.%d.", &il); err != nil || il < 0 || il >= p.Layers {
-				return nil, fmt.Errorf("harness: roofline: tensor %q: no such layer", name)
+				return nil, nil, fmt.Errorf("harness: roofline: tensor %q: no such layer", name)
 			}
 			tr = &parts[1+il]
 		default:
-			return nil, fmt.Errorf("harness: roofline: tensor %q: unknown part", name)
+			return nil, nil, fmt.Errorf("harness: roofline: tensor %q: unknown part", name)
 		}
 		size, macs := int64(t.Size), int64(t.Elements())
 		if len(t.Dims) < 2 {
@@ -216,10 +230,11 @@ func DecodeTraffic(f *gguf.File, p layout.Params) ([]Traffic, error) {
 		switch {
 		case strings.HasSuffix(name, "_exps.weight"):
 			if len(t.Dims) != 3 || t.Dims[2] == 0 {
-				return nil, fmt.Errorf("harness: roofline: tensor %q: expert stack of shape %v", name, t.Dims)
+				return nil, nil, fmt.Errorf("harness: roofline: tensor %q: expert stack of shape %v", name, t.Dims)
 			}
 			e := int64(t.Dims[2])
 			tr.ExpertBytes += size / e * int64(p.ExpertsUsed)
+			byType[t.Type] += size / e * int64(p.ExpertsUsed)
 			tr.MACsInt8 += macs / e * int64(p.ExpertsUsed)
 			continue
 		case strings.Contains(name, "indexer.attn_q_b.") || strings.Contains(name, "indexer.proj."):
@@ -228,11 +243,12 @@ func DecodeTraffic(f *gguf.File, p layout.Params) ([]Traffic, error) {
 		case name == "token_embd.weight" || strings.Contains(name, "tid2eid") || strings.Contains(name, "_ape."):
 			// Lookup tables: one row per token.
 			if len(t.Dims) != 2 || t.Dims[1] == 0 {
-				return nil, fmt.Errorf("harness: roofline: tensor %q: table of shape %v", name, t.Dims)
+				return nil, nil, fmt.Errorf("harness: roofline: tensor %q: table of shape %v", name, t.Dims)
 			}
 			size, macs = size/int64(t.Dims[1]), 0
 		}
 		tr.DenseBytes += size
+		byType[t.Type] += size
 		if t.Type == quant.Q8_0 || t.Type == quant.Q2_K || t.Type == quant.Q4_K || t.Type == quant.IQ2_XXS {
 			tr.MACsInt8 += macs
 		} else {
@@ -250,7 +266,7 @@ func DecodeTraffic(f *gguf.File, p layout.Params) ([]Traffic, error) {
 		total.MACsInt8 += tr.MACsInt8
 		total.MACsFloat += tr.MACsFloat
 	}
-	return append(parts, total), nil
+	return append(parts, total), byType, nil
 }
 
 // DecodeLimit returns the decode speed of light in tokens/s: the
@@ -350,27 +366,33 @@ type RooflineRecord struct {
 	Machine
 	Traffic
 	Speed
-	DecodeLimitTPS  float64 `parquet:"decode_limit_tps"`
-	PrefillLimitTPS float64 `parquet:"prefill_limit_tps"`
-	DecodeFraction  float64 `parquet:"decode_fraction"`
-	PrefillFraction float64 `parquet:"prefill_fraction"`
+	DecodeLimitTPS       float64 `parquet:"decode_limit_tps"`
+	PrefillLimitTPS      float64 `parquet:"prefill_limit_tps"`
+	KernelLimitTPS       float64 `parquet:"kernel_limit_tps"` // KernelLimit of the run's kernel rates; 0 when not measured
+	DecodeFraction       float64 `parquet:"decode_fraction"`
+	PrefillFraction      float64 `parquet:"prefill_fraction"`
+	DecodeKernelFraction float64 `parquet:"decode_kernel_fraction"` // decode rate over KernelLimitTPS
 }
 
 // RooflineTable is the directory of roofline runs under a results root.
 const RooflineTable = "roofline"
 
-// RooflineRecords joins a run's measurements into its rows.
-func RooflineRecords(meta RunMeta, mc Machine, parts []Traffic, sp Speed) []RooflineRecord {
+// RooflineRecords joins a run's measurements into its rows; rates may be
+// nil when the kernels were not measured.
+func RooflineRecords(meta RunMeta, mc Machine, parts []Traffic, rates []KernelRate, sp Speed) []RooflineRecord {
 	var total Traffic
 	if len(parts) > 0 {
 		total = parts[len(parts)-1]
 	}
-	dl, pl := DecodeLimit(mc, total), PrefillLimit(mc, total)
+	dl, pl, kl := DecodeLimit(mc, total), PrefillLimit(mc, total), KernelLimit(rates)
 	recs := make([]RooflineRecord, len(parts))
 	for i, t := range parts {
-		r := RooflineRecord{RunMeta: meta, Machine: mc, Traffic: t, Speed: sp, DecodeLimitTPS: dl, PrefillLimitTPS: pl}
+		r := RooflineRecord{RunMeta: meta, Machine: mc, Traffic: t, Speed: sp, DecodeLimitTPS: dl, PrefillLimitTPS: pl, KernelLimitTPS: kl}
 		if dl > 0 {
 			r.DecodeFraction = sp.DecodeTPS / dl
+		}
+		if kl > 0 {
+			r.DecodeKernelFraction = sp.DecodeTPS / kl
 		}
 		if pl > 0 {
 			r.PrefillFraction = sp.PrefillTPS / pl

@@ -101,8 +101,19 @@ func TestLimits(t *testing.T) {
 	if DecodeLimit(mc, Traffic{}) != 0 || PrefillLimit(Machine{}, tot) != 0 {
 		t.Error("limits of empty inputs are not 0")
 	}
-	recs := RooflineRecords(RunMeta{RunID: "r"}, mc, []Traffic{{Part: "layer"}, tot}, Speed{DecodeTPS: 40, PrefillTPS: 0.5})
+	// Kernel floors of 10 ms and 15 ms: 40 tok/s at most.
+	rates := []KernelRate{{Type: "q8_0", DecodeBytes: 5e8, FloorMs: 10}, {Type: "iq2_xxs", DecodeBytes: 1e8, FloorMs: 15}}
+	if got := KernelLimit(rates); math.Abs(got-40) > 1e-9 {
+		t.Errorf("KernelLimit = %v, want 40", got)
+	}
+	if KernelLimit(nil) != 0 || KernelLimit([]KernelRate{{DecodeBytes: 1}}) != 0 {
+		t.Error("kernel limit without floors is not 0")
+	}
+	recs := RooflineRecords(RunMeta{RunID: "r"}, mc, []Traffic{{Part: "layer"}, tot}, rates, Speed{DecodeTPS: 40, PrefillTPS: 0.5})
 	for _, r := range recs {
+		if math.Abs(r.KernelLimitTPS-40) > 1e-9 || math.Abs(r.DecodeKernelFraction-1) > 1e-9 {
+			t.Errorf("record %+v: want kernel limit 40 and fraction 1", r)
+		}
 		if r.DecodeFraction != 0.8 || math.Abs(r.PrefillFraction-0.5) > 1e-12 || r.DecodeLimitTPS != 50 {
 			t.Errorf("record %+v: want fractions 0.8 and 0.5", r)
 		}
@@ -158,7 +169,7 @@ func TestMeasureSpeedAndParquet(t *testing.T) {
 	}
 	meta := RunMeta{RunID: "roof", ModelName: "tiny", StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	mc := Machine{ReadGBs1: 30, ReadGBsAll: 60, FMAGflopsAll: 100, Int8GopsAll: 200}
-	path, err := WriteRun(t.TempDir(), RooflineTable, meta, RooflineRecords(meta, mc, parts, sp))
+	path, err := WriteRun(t.TempDir(), RooflineTable, meta, RooflineRecords(meta, mc, parts, nil, sp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,4 +199,94 @@ func TestLockWeights(t *testing.T) {
 		t.Fatalf("LockWeights: %v", err)
 	}
 	unlock()
+}
+
+// TestDecodeBytesByType checks the per-type bytes against the tiny model's
+// bound matrices, summed independently of the tensor table: every
+// matrix's bytes (ExpertsUsed experts of a stack) under its type, and the
+// types together against DecodeTraffic's total.
+func TestDecodeBytesByType(t *testing.T) {
+	m, err := engine.OpenTiny()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byType, err := DecodeBytesByType(m.File, m.Params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, err := DecodeTraffic(m.File, m.Params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, n := range byType {
+		sum += n
+	}
+	if total := parts[len(parts)-1].Bytes; sum != total {
+		t.Errorf("types sum to %d bytes, DecodeTraffic's total is %d", sum, total)
+	}
+	want := map[quant.Type]int64{}
+	k := m.Params.ExpertsUsed
+	for _, l := range m.Layers {
+		for _, w := range []backends.Matrix{l.QA, l.QB, l.KV, l.OutA, l.OutB, l.ShGate, l.ShUp, l.ShDown} {
+			want[w.Type] += int64(len(w.Data))
+		}
+		for _, w := range []backends.Matrix{l.GateExps, l.UpExps, l.DownExps} {
+			want[w.Type] += int64(len(w.Data) / w.Experts * k)
+		}
+	}
+	want[m.Output.Type] += int64(len(m.Output.Data))
+	for typ, n := range want {
+		if typ == quant.F32 || typ == quant.F16 {
+			continue // norms, mixers and the embedding row share these types
+		}
+		if byType[typ] != n {
+			t.Errorf("%v: %d bytes, want %d", typ, byType[typ], n)
+		}
+	}
+}
+
+// TestMeasureKernels times the tiny model's types with short probes and
+// checks the floors against the rates and bytes they come from.
+func TestMeasureKernels(t *testing.T) {
+	m, err := engine.OpenTiny()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byType, err := DecodeBytesByType(m.File, m.Params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byType[quant.I32] = 4096 // a lookup-table row: no kernel, read at bandwidth
+	mc := Machine{ReadGBsAll: 20}
+	k := quant.BestKernels()
+	rates, err := MeasureKernels(context.Background(), k, byType, mc, MachineConfig{BufferBytes: 1 << 20, Threads: 2, MinTime: 8 * time.Millisecond, Trials: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rates) != len(byType) {
+		t.Fatalf("%d rates for %d types", len(rates), len(byType))
+	}
+	for i, r := range rates {
+		if i > 0 && r.DecodeBytes > rates[i-1].DecodeBytes {
+			t.Errorf("rates not sorted by bytes: %+v after %+v", r, rates[i-1])
+		}
+		rate := min(r.GBsAll, mc.ReadGBsAll)
+		if r.Type == quant.I32.String() {
+			if r.GBsAll != 0 || r.GBs1 != 0 {
+				t.Errorf("I32 has a kernel rate: %+v", r)
+			}
+			rate = mc.ReadGBsAll
+		} else if !(r.GBs1 > 0.01 && r.GBsAll > 0.01 && r.GBs1 < 1e4 && r.GBsAll < 1e4) {
+			t.Errorf("%s: implausible rates %+v", r.Type, r)
+		}
+		if want := float64(r.DecodeBytes) / (rate * 1e9) * 1e3; math.Abs(r.FloorMs-want) > 1e-9*want {
+			t.Errorf("%s floor %v ms, want %v", r.Type, r.FloorMs, want)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := MeasureKernels(ctx, k, byType, mc, MachineConfig{BufferBytes: 1 << 20, MinTime: time.Millisecond}, nil); err == nil {
+		t.Error("cancelled context: no error")
+	}
 }

@@ -24,6 +24,9 @@ the weight bytes one decode step of the model reads (per layer and in
 total, with the model's active-expert count), the decode speed of light
 (bandwidth / bytes) and the compute-bound prefill limit, then the
 model's prefill and decode speed and their fractions of those limits.
+It also times each weight type's dot kernel on rows in cache: a type
+whose kernel is slower than memory bounds decode below the speed of
+light, and the decode kernel limit sums those bounds.
 
 Options:
 `
@@ -92,9 +95,16 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			fmt.Fprintf(stderr, "ds4-bench: probing %s\n", s)
 		}
 	}
-	mc, err := harness.MeasureMachine(ctx, harness.MachineConfig{
-		BufferBytes: int64(*bufMB) << 20, Threads: be.Workers(), MinTime: *minTime, Trials: *trials,
-	}, step)
+	probeCfg := harness.MachineConfig{BufferBytes: int64(*bufMB) << 20, Threads: be.Workers(), MinTime: *minTime, Trials: *trials}
+	mc, err := harness.MeasureMachine(ctx, probeCfg, step)
+	if err != nil {
+		return err
+	}
+	byType, err := harness.DecodeBytesByType(m.File, m.Params)
+	if err != nil {
+		return err
+	}
+	rates, err := harness.MeasureKernels(ctx, be.Kernels(), byType, mc, probeCfg, step)
 	if err != nil {
 		return err
 	}
@@ -121,10 +131,19 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 	}
-	recs := harness.RooflineRecords(meta, mc, parts, sp)
-	printRoofline(stdout, meta, recs)
+	recs := harness.RooflineRecords(meta, mc, parts, rates, sp)
+	printRoofline(stdout, meta, recs, rates)
 	if *parquetDir != "" {
 		path, err := harness.WriteRun(*parquetDir, harness.RooflineTable, meta, recs)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "ds4-bench: wrote %s\n", path)
+		krecs := make([]harness.KernelRecord, len(rates))
+		for i, r := range rates {
+			krecs[i] = harness.KernelRecord{RunMeta: meta, KernelRate: r, Kernels: be.Kernels().Name}
+		}
+		path, err = harness.WriteRun(*parquetDir, harness.RooflineKernelTable, meta, krecs)
 		if err != nil {
 			return err
 		}
@@ -133,9 +152,9 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
-// printRoofline writes the run's report: the machine, the traffic table
-// and the limits and fractions.
-func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRecord) {
+// printRoofline writes the run's report: the machine, the traffic table,
+// the kernel rates and the limits and fractions.
+func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRecord, rates []harness.KernelRate) {
 	if len(recs) == 0 {
 		return
 	}
@@ -156,10 +175,30 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 			mb(r.Bytes), mb(r.IndexerBytes), float64(r.MACsInt8)/1e6, float64(r.MACsFloat)/1e6)
 	}
 	tw.Flush()
+	if len(rates) > 0 {
+		fmt.Fprintf(w, "\ndot kernels (%s) on rows in cache, and each type's floor per decode step:\n", meta.Notes)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "type\tdecode MB\tGB/s 1 thread\tGB/s %d threads\tfloor ms\t\n", r.ProbeThreads)
+		for _, k := range rates {
+			rate1, rateAll := "-", "-"
+			if k.GBsAll > 0 {
+				rate1, rateAll = fmt.Sprintf("%.2f", k.GBs1), fmt.Sprintf("%.2f", k.GBsAll)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.3f\t\n", k.Type, mb(k.DecodeBytes), rate1, rateAll, k.FloorMs)
+		}
+		tw.Flush()
+	}
 	fmt.Fprintf(w, "\ndecode speed of light:  %.3f tok/s (%.2f GB/s over %s MB per token)\n", r.DecodeLimitTPS, r.ReadGBsAll, mb(r.Bytes))
+	if r.KernelLimitTPS > 0 {
+		fmt.Fprintf(w, "decode kernel limit:    %.3f tok/s (the floors summed: each type at the lesser of its kernel's rate and the bandwidth)\n", r.KernelLimitTPS)
+	}
 	fmt.Fprintf(w, "prefill compute limit:  %.3f tok/s\n", r.PrefillLimitTPS)
 	if r.DecodeTokens > 0 {
-		fmt.Fprintf(w, "decode:   %.3f tok/s = %.3f of the speed of light (%.2f GB/s of weights)\n", r.DecodeTPS, r.DecodeFraction, r.DecodeTPS*float64(r.Bytes)/1e9)
+		fmt.Fprintf(w, "decode:   %.3f tok/s = %.3f of the speed of light (%.2f GB/s of weights)", r.DecodeTPS, r.DecodeFraction, r.DecodeTPS*float64(r.Bytes)/1e9)
+		if r.KernelLimitTPS > 0 {
+			fmt.Fprintf(w, ", %.3f of the kernel limit", r.DecodeKernelFraction)
+		}
+		fmt.Fprintln(w)
 		fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit (%d tokens)\n", r.PrefillTPS, r.PrefillFraction, r.PrefillTokens)
 	}
 }

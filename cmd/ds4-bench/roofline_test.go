@@ -19,7 +19,7 @@ func TestRooflineTiny(t *testing.T) {
 	code := run(context.Background(), []string{"roofline", "--buffer-mb", "8", "--min-time", "10ms", "--trials", "1",
 		"--prefill", "4", "--decode", "2", "-t", "2", "--parquet", dir, "--no-progress"}, &out, &errOut)
 	require.Equal(t, 0, code, errOut.String())
-	for _, want := range []string{"read bandwidth", "int8 dot", "decode speed of light", "of the speed of light", "of the compute limit"} {
+	for _, want := range []string{"read bandwidth", "int8 dot", "dot kernels", "decode kernel limit", "decode speed of light", "of the speed of light", "of the kernel limit", "of the compute limit"} {
 		require.Contains(t, out.String(), want)
 	}
 	files, err := filepath.Glob(filepath.Join(dir, harness.RooflineTable, "model=DS4-tiny", "date=*", "*.parquet"))
@@ -34,6 +34,22 @@ func TestRooflineTiny(t *testing.T) {
 	require.Greater(t, tot.DecodeTPS, 0.0)
 	require.InDelta(t, tot.DecodeTPS/tot.DecodeLimitTPS, tot.DecodeFraction, 1e-12)
 	require.Equal(t, int64(2), tot.Threads)
+	require.Greater(t, tot.KernelLimitTPS, 0.0)
+	require.LessOrEqual(t, tot.KernelLimitTPS, tot.DecodeLimitTPS*(1+1e-9), "the kernel limit cannot pass the speed of light")
+
+	files, err = filepath.Glob(filepath.Join(dir, harness.RooflineKernelTable, "model=DS4-tiny", "date=*", "*.parquet"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	krecs, err := harness.ReadRows[harness.KernelRecord](files[0])
+	require.NoError(t, err)
+	require.NotEmpty(t, krecs)
+	var floors float64
+	for _, k := range krecs {
+		require.Contains(t, out.String(), k.Type)
+		require.NotEmpty(t, k.Kernels)
+		floors += k.FloorMs
+	}
+	require.InDelta(t, 1e3/floors, tot.KernelLimitTPS, 1e-9*tot.KernelLimitTPS)
 }
 
 func TestRooflineUsage(t *testing.T) {
