@@ -34,8 +34,10 @@ type Machine struct {
 	ReadGBsAll   float64 `parquet:"read_gbs_all"` // GB/s read by ProbeThreads goroutines
 	FMAGflops1   float64 `parquet:"fma_gflops_1"` // float32 GFLOP/s (an FMA is 2) of one goroutine
 	FMAGflopsAll float64 `parquet:"fma_gflops_all"`
-	Int8Gops1    float64 `parquet:"int8_gops_1"` // int8 Gop/s (a multiply-add is 2) of one goroutine
+	Int8Gops1    float64 `parquet:"int8_gops_1"` // int8 Gop/s (a multiply-add is 2) of one goroutine, AVX2 mix
 	Int8GopsAll  float64 `parquet:"int8_gops_all"`
+	VNNIGops1    float64 `parquet:"vnni_gops_1"` // int8 Gop/s of one goroutine with AVX-512 VNNI; 0 without it
+	VNNIGopsAll  float64 `parquet:"vnni_gops_all"`
 	BufferBytes  int64   `parquet:"buffer_bytes"`
 }
 
@@ -91,6 +93,9 @@ func MeasureMachine(ctx context.Context, cfg MachineConfig, step func(string)) (
 	i8 := func(threads int) (float64, time.Duration) {
 		return loopProbe(threads, cfg.MinTime, cpu.DotI8OpsPerIter, func(n int) { runtime.KeepAlive(cpu.DotI8Loop(n)) })
 	}
+	vnni := func(threads int) (float64, time.Duration) {
+		return loopProbe(threads, cfg.MinTime, cpu.DotVNNIOpsPerIter, func(n int) { runtime.KeepAlive(cpu.DotVNNILoop(n)) })
+	}
 	probes := []probe{
 		{"read bandwidth, 1 thread", &mc.ReadGBs1, 1, read},
 		{fmt.Sprintf("read bandwidth, %d threads", cfg.Threads), &mc.ReadGBsAll, cfg.Threads, read},
@@ -98,6 +103,11 @@ func MeasureMachine(ctx context.Context, cfg MachineConfig, step func(string)) (
 		{fmt.Sprintf("float32 FMA, %d threads", cfg.Threads), &mc.FMAGflopsAll, cfg.Threads, fma},
 		{"int8 dot, 1 thread", &mc.Int8Gops1, 1, i8},
 		{fmt.Sprintf("int8 dot, %d threads", cfg.Threads), &mc.Int8GopsAll, cfg.Threads, i8},
+	}
+	if cpu.HasVNNI() {
+		probes = append(probes,
+			probe{"int8 VNNI dot, 1 thread", &mc.VNNIGops1, 1, vnni},
+			probe{fmt.Sprintf("int8 VNNI dot, %d threads", cfg.Threads), &mc.VNNIGopsAll, cfg.Threads, vnni})
 	}
 	for _, p := range probes {
 		step(p.name)
@@ -284,10 +294,21 @@ func DecodeLimit(mc Machine, total Traffic) float64 {
 // peak is that of the plainest Q8 dot; the IQ2/K-quant dots need extra
 // work per weight, so the bound is optimistic for them.
 func PrefillLimit(mc Machine, total Traffic) float64 {
-	if mc.Int8GopsAll == 0 || mc.FMAGflopsAll == 0 {
+	return prefillLimit(mc.Int8GopsAll, mc.FMAGflopsAll, total)
+}
+
+// PrefillLimitVNNI is PrefillLimit with the int8 multiply-adds at the
+// AVX-512 VNNI peak, the int8 instruction of the avx512 kernels; 0 on a
+// machine without it.
+func PrefillLimitVNNI(mc Machine, total Traffic) float64 {
+	return prefillLimit(mc.VNNIGopsAll, mc.FMAGflopsAll, total)
+}
+
+func prefillLimit(int8Gops, fmaGflops float64, total Traffic) float64 {
+	if int8Gops == 0 || fmaGflops == 0 {
 		return 0
 	}
-	sec := 2*float64(total.MACsInt8)/(mc.Int8GopsAll*1e9) + 2*float64(total.MACsFloat)/(mc.FMAGflopsAll*1e9)
+	sec := 2*float64(total.MACsInt8)/(int8Gops*1e9) + 2*float64(total.MACsFloat)/(fmaGflops*1e9)
 	if sec == 0 {
 		return 0
 	}
@@ -368,9 +389,11 @@ type RooflineRecord struct {
 	Speed
 	DecodeLimitTPS       float64 `parquet:"decode_limit_tps"`
 	PrefillLimitTPS      float64 `parquet:"prefill_limit_tps"`
-	KernelLimitTPS       float64 `parquet:"kernel_limit_tps"` // KernelLimit of the run's kernel rates; 0 when not measured
+	PrefillLimitVNNITPS  float64 `parquet:"prefill_limit_vnni_tps"` // PrefillLimitVNNI; 0 without VNNI
+	KernelLimitTPS       float64 `parquet:"kernel_limit_tps"`       // KernelLimit of the run's kernel rates; 0 when not measured
 	DecodeFraction       float64 `parquet:"decode_fraction"`
 	PrefillFraction      float64 `parquet:"prefill_fraction"`
+	PrefillFractionVNNI  float64 `parquet:"prefill_fraction_vnni"`
 	DecodeKernelFraction float64 `parquet:"decode_kernel_fraction"` // decode rate over KernelLimitTPS
 }
 
@@ -384,10 +407,14 @@ func RooflineRecords(meta RunMeta, mc Machine, parts []Traffic, rates []KernelRa
 	if len(parts) > 0 {
 		total = parts[len(parts)-1]
 	}
-	dl, pl, kl := DecodeLimit(mc, total), PrefillLimit(mc, total), KernelLimit(rates)
+	dl, pl, plv, kl := DecodeLimit(mc, total), PrefillLimit(mc, total), PrefillLimitVNNI(mc, total), KernelLimit(rates)
 	recs := make([]RooflineRecord, len(parts))
 	for i, t := range parts {
-		r := RooflineRecord{RunMeta: meta, Machine: mc, Traffic: t, Speed: sp, DecodeLimitTPS: dl, PrefillLimitTPS: pl, KernelLimitTPS: kl}
+		r := RooflineRecord{RunMeta: meta, Machine: mc, Traffic: t, Speed: sp, DecodeLimitTPS: dl, PrefillLimitTPS: pl,
+			PrefillLimitVNNITPS: plv, KernelLimitTPS: kl}
+		if plv > 0 {
+			r.PrefillFractionVNNI = sp.PrefillTPS / plv
+		}
 		if dl > 0 {
 			r.DecodeFraction = sp.DecodeTPS / dl
 		}

@@ -98,6 +98,13 @@ func TestLimits(t *testing.T) {
 	if got := PrefillLimit(mc, tot); math.Abs(got-1) > 1e-12 {
 		t.Errorf("PrefillLimit = %v, want 1", got)
 	}
+	if PrefillLimitVNNI(mc, tot) != 0 {
+		t.Error("PrefillLimitVNNI without a VNNI peak is not 0")
+	}
+	// 200 Gop at 800 Gop/s + 50 GFLOP at 100 GFLOP/s = 0.75 s per token.
+	if got := PrefillLimitVNNI(Machine{VNNIGopsAll: 800, FMAGflopsAll: 100}, tot); math.Abs(got-1/0.75) > 1e-12 {
+		t.Errorf("PrefillLimitVNNI = %v, want 4/3", got)
+	}
 	if DecodeLimit(mc, Traffic{}) != 0 || PrefillLimit(Machine{}, tot) != 0 {
 		t.Error("limits of empty inputs are not 0")
 	}
@@ -125,8 +132,14 @@ func TestMeasureMachine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, v := range map[string]float64{"read 1": mc.ReadGBs1, "read all": mc.ReadGBsAll, "fma 1": mc.FMAGflops1,
-		"fma all": mc.FMAGflopsAll, "int8 1": mc.Int8Gops1, "int8 all": mc.Int8GopsAll} {
+	rates := map[string]float64{"read 1": mc.ReadGBs1, "read all": mc.ReadGBsAll, "fma 1": mc.FMAGflops1,
+		"fma all": mc.FMAGflopsAll, "int8 1": mc.Int8Gops1, "int8 all": mc.Int8GopsAll}
+	if cpu.HasVNNI() {
+		rates["vnni 1"], rates["vnni all"] = mc.VNNIGops1, mc.VNNIGopsAll
+	} else if mc.VNNIGops1 != 0 || mc.VNNIGopsAll != 0 {
+		t.Errorf("VNNI peaks %v, %v on a machine without VNNI", mc.VNNIGops1, mc.VNNIGopsAll)
+	}
+	for name, v := range rates {
 		// Any machine does more than 0.1 G per second and less than 100 T.
 		if !(v > 0.1 && v < 1e5) {
 			t.Errorf("%s = %v G/s", name, v)

@@ -24,7 +24,8 @@ the weight bytes one decode step of the model reads (per layer and in
 total, with the model's active-expert count), the decode speed of light
 (bandwidth / bytes) and the compute-bound prefill limit, then the
 model's prefill and decode speed and their fractions of those limits.
-It also times each weight type's dot kernel on rows in cache: a type
+Where the CPU has AVX-512 VNNI, whose int8 dot the avx512 kernels use,
+the int8 peak and the prefill limit are also given for it. It also times each weight type's dot kernel on rows in cache: a type
 whose kernel is slower than memory bounds decode below the speed of
 light, and the decode kernel limit sums those bounds.
 
@@ -163,7 +164,11 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 	fmt.Fprintf(w, "machine: %s, %d threads, %s\n", meta.CPUModel, r.ProbeThreads, meta.Notes)
 	fmt.Fprintf(w, "read bandwidth   %8.2f GB/s (1 thread)  %8.2f GB/s (%d threads)\n", r.ReadGBs1, r.ReadGBsAll, r.ProbeThreads)
 	fmt.Fprintf(w, "float32 FMA      %8.2f GFLOP/s          %8.2f GFLOP/s\n", r.FMAGflops1, r.FMAGflopsAll)
-	fmt.Fprintf(w, "int8 dot (AVX2)  %8.2f Gop/s            %8.2f Gop/s\n\n", r.Int8Gops1, r.Int8GopsAll)
+	fmt.Fprintf(w, "int8 dot (AVX2)  %8.2f Gop/s            %8.2f Gop/s\n", r.Int8Gops1, r.Int8GopsAll)
+	if r.VNNIGopsAll > 0 {
+		fmt.Fprintf(w, "int8 dot (VNNI)  %8.2f Gop/s            %8.2f Gop/s\n", r.VNNIGops1, r.VNNIGopsAll)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "part\tlayer\tratio\tdense MB\texperts MB\ttotal MB\tindexer MB (long ctx)\tint8 MMAC\tfloat MMAC\t")
 	for _, r := range recs {
@@ -192,13 +197,20 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 	if r.KernelLimitTPS > 0 {
 		fmt.Fprintf(w, "decode kernel limit:    %.3f tok/s (the floors summed: each type at the lesser of its kernel's rate and the bandwidth)\n", r.KernelLimitTPS)
 	}
-	fmt.Fprintf(w, "prefill compute limit:  %.3f tok/s\n", r.PrefillLimitTPS)
+	fmt.Fprintf(w, "prefill compute limit:  %.3f tok/s (int8 at the AVX2 mix peak)\n", r.PrefillLimitTPS)
+	if r.PrefillLimitVNNITPS > 0 {
+		fmt.Fprintf(w, "                        %.3f tok/s (int8 at the AVX-512 VNNI peak)\n", r.PrefillLimitVNNITPS)
+	}
 	if r.DecodeTokens > 0 {
 		fmt.Fprintf(w, "decode:   %.3f tok/s = %.3f of the speed of light (%.2f GB/s of weights)", r.DecodeTPS, r.DecodeFraction, r.DecodeTPS*float64(r.Bytes)/1e9)
 		if r.KernelLimitTPS > 0 {
 			fmt.Fprintf(w, ", %.3f of the kernel limit", r.DecodeKernelFraction)
 		}
 		fmt.Fprintln(w)
-		fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit (%d tokens)\n", r.PrefillTPS, r.PrefillFraction, r.PrefillTokens)
+		fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit", r.PrefillTPS, r.PrefillFraction)
+		if r.PrefillLimitVNNITPS > 0 {
+			fmt.Fprintf(w, " (%.3f of the VNNI one)", r.PrefillFractionVNNI)
+		}
+		fmt.Fprintf(w, " (%d tokens)\n", r.PrefillTokens)
 	}
 }
