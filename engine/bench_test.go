@@ -126,10 +126,10 @@ func cpuTime() time.Duration {
 
 // BenchmarkFlash2Prefill prefills 64 tokens on the 2-layer Flash slice in
 // one chunk.
-func BenchmarkFlash2Prefill(b *testing.B) { benchPrefill(b, 64, defaultChunk) }
+func BenchmarkFlash2Prefill(b *testing.B) { benchPrefill(b, 64, PrefillChunk) }
 
 // BenchmarkFlash2PrefillChunk prefills 512 tokens on the 2-layer Flash
-// slice in chunks of several sizes: the measurement behind defaultChunk.
+// slice in chunks of several sizes: the measurement behind PrefillChunk.
 // Larger chunks route more tokens to each expert, which the four-token
 // IQ2_XXS kernel turns into fewer expansions of the expert weights.
 func BenchmarkFlash2PrefillChunk(b *testing.B) {

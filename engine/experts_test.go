@@ -59,7 +59,7 @@ func TestExpertObserverPrefillMatchesDecode(t *testing.T) {
 		return log, s.Logits()
 	}
 	dec, logits := run(0)
-	for _, chunk := range []int{7, defaultChunk, 100} {
+	for _, chunk := range []int{7, PrefillChunk, 100} {
 		pre, got := run(chunk)
 		require.Equal(t, bitsOf32(logits), bitsOf32(got), "chunk %d: logits", chunk)
 		for il := range p.Layers {

@@ -59,7 +59,7 @@ type Session struct {
 	logits []float32
 	s      *scratch
 	one    [1]int // Decode's token, so decoding allocates nothing
-	chunk  int    // tokens per prefill chunk (defaultChunk; benchmarks vary it)
+	chunk  int    // tokens per prefill chunk (PrefillChunk; benchmarks vary it)
 
 	// observeSteer, when set (by tests), sees each sublayer output row
 	// before and after a steering edit.
@@ -86,7 +86,7 @@ func NewSession(m *Model, be backends.Backend, opt Options) (*Session, error) {
 			return nil, err
 		}
 	}
-	s := &Session{m: m, be: be, opt: opt, rawCap: min(p.Window, opt.Context), tokens: make([]int, 0, opt.Context), chunk: defaultChunk}
+	s := &Session{m: m, be: be, opt: opt, rawCap: min(p.Window, opt.Context), tokens: make([]int, 0, opt.Context), chunk: PrefillChunk}
 	s.layers = make([]layerState, p.Layers)
 	for il := range s.layers {
 		st := &s.layers[il]
@@ -172,13 +172,13 @@ func fill(x []float32, v float32) {
 	}
 }
 
-// defaultChunk is the number of tokens processed together by Prefill. On
+// PrefillChunk is the number of tokens Prefill processes together. On
 // the 2-layer Flash slice (BenchmarkFlash2PrefillChunk, 512 tokens) chunks
 // of 256 take about 6% less CPU per token than chunks of 64, as more tokens
 // routed to each expert let the four-token IQ2_XXS kernel share the weight
 // expansion; 512 saves about 2% more but doubles the chunk's scratch
 // buffers, about 0.9 MB per token on Flash.
-const defaultChunk = 256
+const PrefillChunk = 256
 
 func (s *Session) forward(tokens []int, all []float32) error {
 	if len(tokens) == 0 {

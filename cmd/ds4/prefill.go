@@ -12,12 +12,12 @@ import (
 
 // prefillStep is the number of tokens handed to the session at a time
 // between progress reports and interrupt checks. It equals the engine's
-// own prefill batch, and the engine's prefill gives the same result
-// however the tokens are split, so a step costs only one extra output
-// head (the logits of its last token), small beside 64 tokens through
-// every layer (BenchmarkPrefill: stepped/whole ≈ 1.0–1.1 on the tiny
-// model, where the head weighs most).
-const prefillStep = 64
+// own prefill chunk, so the steps cost no speed (a smaller step would
+// route fewer tokens to each expert and lose the four-token kernels), and
+// the engine's prefill gives the same result however the tokens are
+// split, so a step costs only one extra output head (the logits of its
+// last token), small beside 256 tokens through every layer.
+const prefillStep = engine.PrefillChunk
 
 // prefill evaluates ids on s in steps of prefillStep tokens, drawing a
 // progress bar on stderr when there is more than one step. stop, when not

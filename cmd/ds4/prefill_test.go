@@ -27,10 +27,10 @@ func TestPrefillSteps(t *testing.T) {
 	be := cpu.New(0)
 	defer be.Close()
 	ids := prefillTokens(2*prefillStep+5, m.Params.Vocab)
-	whole, err := engine.NewSession(m, be, engine.Options{Context: 256})
+	whole, err := engine.NewSession(m, be, engine.Options{Context: 4 * prefillStep})
 	require.NoError(t, err)
 	require.NoError(t, whole.Prefill(ids))
-	stepped, err := engine.NewSession(m, be, engine.Options{Context: 256})
+	stepped, err := engine.NewSession(m, be, engine.Options{Context: 4 * prefillStep})
 	require.NoError(t, err)
 	stopped, err := prefill(stepped, ids, io.Discard, func() bool { return false })
 	require.NoError(t, err)
@@ -49,16 +49,16 @@ func TestPrefillSteps(t *testing.T) {
 	require.ErrorContains(t, err, "prefill: engine: token")
 }
 
-// BenchmarkPrefill compares prefilling 256 tokens in steps of prefillStep
-// (with the progress bar) against one Prefill call: the ratio of the two
-// should stay near 1.
+// BenchmarkPrefill compares prefilling four steps' worth of tokens in
+// steps of prefillStep (with the progress bar) against one Prefill call:
+// the ratio of the two should stay near 1.
 func BenchmarkPrefill(b *testing.B) {
 	m, err := engine.OpenTiny()
 	require.NoError(b, err)
 	be := cpu.New(0)
 	defer be.Close()
-	ids := prefillTokens(256, m.Params.Vocab)
-	s, err := engine.NewSession(m, be, engine.Options{Context: 512})
+	ids := prefillTokens(4*prefillStep, m.Params.Vocab)
+	s, err := engine.NewSession(m, be, engine.Options{Context: 8 * prefillStep})
 	require.NoError(b, err)
 	b.Run("whole", func(b *testing.B) {
 		for b.Loop() {
