@@ -28,6 +28,8 @@ func BenchmarkDotx4Cached(b *testing.B) {
 	}{
 		{Q8_0, func(k Kernels, w []byte, out *[4]float32) { k.Q8_0x4(w, x8[0], x8[1], x8[2], x8[3], out) },
 			func(k Kernels, w []byte, tok int) float32 { return k.Q8_0(w, x8[tok]) }},
+		{Q2_K, func(k Kernels, w []byte, out *[4]float32) { k.Q2Kx4(w, xk[0], xk[1], xk[2], xk[3], out) },
+			func(k Kernels, w []byte, tok int) float32 { return k.Q2K(w, xk[tok]) }},
 		{IQ2_XXS, func(k Kernels, w []byte, out *[4]float32) { k.IQ2XXSx4(w, xk[0], xk[1], xk[2], xk[3], out) },
 			func(k Kernels, w []byte, tok int) float32 { return k.IQ2XXS(w, xk[tok]) }},
 	}

@@ -12,6 +12,7 @@ type Kernels struct {
 	Q8_0     func(w []byte, x []BlockQ8_0) float32
 	Q8_0x4   func(w []byte, x0, x1, x2, x3 []BlockQ8_0, out *[4]float32) // out[t] = Q8_0(w, xt) bit for bit, four activations of one length
 	Q2K      func(w []byte, y []BlockQ8K) float32
+	Q2Kx4    func(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) // out[t] = Q2K(w, yt) bit for bit, four activations of one length
 	Q4K      func(w []byte, y []BlockQ8K) float32
 	IQ2XXS   func(w []byte, y []BlockQ8K) float32
 	IQ2XXSx4 func(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) // out[t] = IQ2XXS(w, yt) bit for bit, four activations of one length
@@ -21,7 +22,7 @@ type Kernels struct {
 
 // GenericKernels returns the pure-Go reference kernels of dot.go.
 func GenericKernels() Kernels {
-	return Kernels{Name: "go", Q8_0: DotQ8_0, Q8_0x4: DotQ8_0x4, Q2K: DotQ2K, Q4K: DotQ4K, IQ2XXS: DotIQ2XXS, IQ2XXSx4: DotIQ2XXSx4, F16: DotF16, F32: DotF32}
+	return Kernels{Name: "go", Q8_0: DotQ8_0, Q8_0x4: DotQ8_0x4, Q2K: DotQ2K, Q2Kx4: DotQ2Kx4, Q4K: DotQ4K, IQ2XXS: DotIQ2XXS, IQ2XXSx4: DotIQ2XXSx4, F16: DotF16, F32: DotF32}
 }
 
 // DotQ8_0x4 sets out[t] to DotQ8_0(w, xt) for four activations of the
@@ -41,6 +42,16 @@ func checkQ8_0x4(n int, x1, x2, x3 []BlockQ8_0) {
 	}
 }
 
+// DotQ2Kx4 sets out[t] to DotQ2K(w, yt) for four activations of the same
+// length; it panics if their lengths differ.
+func DotQ2Kx4(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) {
+	checkQ8Kx4(len(y0), y1, y2, y3)
+	out[0] = DotQ2K(w, y0)
+	out[1] = DotQ2K(w, y1)
+	out[2] = DotQ2K(w, y2)
+	out[3] = DotQ2K(w, y3)
+}
+
 // DotIQ2XXSx4 sets out[t] to DotIQ2XXS(w, yt) for four activations of
 // the same length; it panics if their lengths differ.
 func DotIQ2XXSx4(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) {
@@ -54,7 +65,7 @@ func DotIQ2XXSx4(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) {
 // checkQ8Kx4 panics unless y1, y2 and y3 have n blocks each.
 func checkQ8Kx4(n int, y1, y2, y3 []BlockQ8K) {
 	if len(y1) != n || len(y2) != n || len(y3) != n {
-		panic(fmt.Sprintf("quant: IQ2XXSx4 activations of unequal lengths %d, %d, %d, %d", n, len(y1), len(y2), len(y3)))
+		panic(fmt.Sprintf("quant: Q8_K x4 activations of unequal lengths %d, %d, %d, %d", n, len(y1), len(y2), len(y3)))
 	}
 }
 

@@ -11,7 +11,29 @@ func vectorKernelSets() []Kernels {
 	if !ok {
 		return nil
 	}
+	if avx512, ok := avx512Kernels(avx2); ok {
+		return []Kernels{avx512, avx2}
+	}
 	return []Kernels{avx2}
+}
+
+// avx512Kernels returns the AVX2 kernels avx2 with the IQ2_XXS and Q8_0
+// ones replaced by their AVX-512 versions, which need AVX512F/BW/VL and
+// VNNI, and for IQ2_XXS also VBMI and GFNI; x/sys/cpu reports AVX512F only
+// when the OS saves the ZMM and mask registers.
+func avx512Kernels(avx2 Kernels) (Kernels, bool) {
+	x := cpu.X86
+	if !x.HasAVX512F || !x.HasAVX512BW || !x.HasAVX512VL || !x.HasAVX512VBMI ||
+		!x.HasAVX512VNNI || !x.HasAVX512GFNI {
+		return Kernels{}, false
+	}
+	k := avx2
+	k.Name = "avx512"
+	k.IQ2XXS = dotIQ2XXSAVX512
+	k.IQ2XXSx4 = dotIQ2XXSx4AVX512
+	k.Q8_0 = dotQ8_0AVX512
+	k.Q8_0x4 = dotQ8_0x4AVX512
+	return k, true
 }
 
 // avx2Kernels returns the AVX2 kernels. Every one needs AVX2 and FMA, and
@@ -28,6 +50,7 @@ func avx2Kernels() (Kernels, bool) {
 		Q8_0:     dotQ8_0AVX2,
 		Q8_0x4:   dotQ8_0x4AVX2,
 		Q2K:      dotQ2KAVX2,
+		Q2Kx4:    dotQ2Kx4AVX2,
 		Q4K:      dotQ4KAVX2,
 		IQ2XXS:   dotIQ2XXSAVX2,
 		IQ2XXSx4: dotIQ2XXSx4AVX2,

@@ -70,56 +70,45 @@ func TestVectorKernelsStayInBounds(t *testing.T) {
 	})
 }
 
-// TestQ8_0x4StaysInBounds runs the vector Q8_0x4 with its weight row and
-// each of its four activations ending at an inaccessible page.
-func TestQ8_0x4StaysInBounds(t *testing.T) {
+// TestX4StaysInBounds runs every vector four-activation field with its
+// weight row and each of its four activations ending at an inaccessible
+// page, and holds it to four calls of the single-activation field.
+func TestX4StaysInBounds(t *testing.T) {
 	eachVectorSet(t, func(t *testing.T, vk quant.Kernels) {
-		f := &kernelFields[0]
-		for _, n := range blockSizesQ8_0 {
-			var x [4][]quant.BlockQ8_0
-			var gx [4][]quant.BlockQ8_0
-			var c dotCase
-			for tok := range x {
-				c = f.blockCase("guarded", n, func() byte { return 0x55 }, func(int, int) uint16 { return 0x3c00 }, func(i int) int8 { return int8(i + 3*tok) }, func(int) float32 { return 0.5 + float32(tok) })
-				x[tok] = c.q80
-				gx[tok] = guardedSlice[quant.BlockQ8_0](t, n)
-				copy(gx[tok], c.q80)
+		for i := range batchFields {
+			bf := &batchFields[i]
+			f := bf.field()
+			sizes := blockSizesQ8K
+			if f.typ == quant.Q8_0 {
+				sizes = blockSizesQ8_0
 			}
-			gw := guardedTail(t, len(c.w))
-			copy(gw, c.w)
-			var got [4]float32
-			vk.Q8_0x4(gw, gx[0], gx[1], gx[2], gx[3], &got)
-			for tok := range x {
-				want := vk.Q8_0(c.w, x[tok])
-				require.Equal(t, math.Float32bits(want), math.Float32bits(got[tok]), "nb=%d token %d: Q8_0x4 %v, Q8_0 %v", n, tok, got[tok], want)
-			}
-		}
-	})
-}
-
-// TestIQ2XXSx4StaysInBounds runs the vector IQ2XXSx4 with its weight row
-// and each of its four activations ending at an inaccessible page.
-func TestIQ2XXSx4StaysInBounds(t *testing.T) {
-	eachVectorSet(t, func(t *testing.T, vk quant.Kernels) {
-		f := &kernelFields[3]
-		require.Equal(t, "IQ2XXS", f.name)
-		for _, n := range blockSizesQ8K {
-			var y, gy [4][]quant.BlockQ8K
-			var c dotCase
-			for tok := range y {
-				c = f.blockCase("guarded", n, func() byte { return 0x55 }, func(int, int) uint16 { return 0x3c00 }, func(i int) int8 { return int8(i + 3*tok) }, func(int) float32 { return 0.5 + float32(tok) })
-				y[tok] = c.q8k
-				gy[tok] = guardedSlice[quant.BlockQ8K](t, n)
-				copy(gy[tok], c.q8k)
-			}
-			gw := guardedTail(t, len(c.w))
-			copy(gw, c.w)
-			var got [4]float32
-			vk.IQ2XXSx4(gw, gy[0], gy[1], gy[2], gy[3], &got)
-			for tok := range y {
-				want := vk.IQ2XXS(c.w, y[tok])
-				require.Equal(t, math.Float32bits(want), math.Float32bits(got[tok]), "nb=%d token %d: IQ2XXSx4 %v, IQ2XXS %v", n, tok, got[tok], want)
-			}
+			t.Run(bf.name, func(t *testing.T) {
+				for _, n := range sizes {
+					var act, guarded [4]dotCase
+					for tok := range act {
+						act[tok] = f.blockCase("guarded", n, func() byte { return 0x55 }, func(int, int) uint16 { return 0x3c00 }, func(i int) int8 { return int8(i + 3*tok) }, func(int) float32 { return 0.5 + float32(tok) })
+						g := &guarded[tok]
+						if act[tok].q80 != nil {
+							g.q80 = guardedSlice[quant.BlockQ8_0](t, n)
+							copy(g.q80, act[tok].q80)
+						} else {
+							g.q8k = guardedSlice[quant.BlockQ8K](t, n)
+							copy(g.q8k, act[tok].q8k)
+						}
+					}
+					w := act[0].w
+					gw := guardedTail(t, len(w))
+					copy(gw, w)
+					var got [4]float32
+					bf.run(vk, gw, &guarded, &got)
+					for tok := range act {
+						a := act[tok]
+						a.w = w
+						want := f.run(vk, &a)
+						require.Equal(t, math.Float32bits(want), math.Float32bits(got[tok]), "nb=%d token %d: %s %v, %s %v", n, tok, bf.name, got[tok], f.name, want)
+					}
+				}
+			})
 		}
 	})
 }

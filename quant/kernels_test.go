@@ -92,11 +92,69 @@ var kernelFields = []kernelField{
 	{name: "F32", typ: quant.F32, check: checkF32},
 }
 
-// batchFields lists the fields of quant.Kernels that apply one row to
-// several activations; TestQ8_0x4MatchesQ8_0 and
-// TestIQ2XXSx4MatchesIQ2XXS check them against the single-activation field
-// of the same set.
-var batchFields = []string{"Q8_0x4", "IQ2XXSx4"}
+// batchField is one field of quant.Kernels that applies one row to four
+// activations; TestX4MatchesSingle holds it to its single-activation field
+// of the same set, bit for bit.
+type batchField struct {
+	name   string // the field of quant.Kernels
+	single int    // its single-activation field, an index in kernelFields
+	// sizes and extremeSizes are the row lengths in blocks of the random
+	// and the extreme cases (x4Cases).
+	sizes, extremeSizes []int
+	// anyNaN lets a NaN result match any NaN from the single-activation
+	// field: the vector Q8_0x4 reduces its lanes in another order than
+	// Q8_0, so where several NaNs meet the payload that survives differs.
+	anyNaN bool
+	// A row of onesBlocks blocks of the byte onesByte with f16 scales 1,
+	// against activations of codes 1 and scale 1, gives onesWant.
+	onesBlocks int
+	onesByte   byte
+	onesWant   float32
+}
+
+// batchFields lists the four-activation fields of quant.Kernels;
+// TestKernelFieldsComplete keeps it in step with the struct.
+var batchFields = []batchField{
+	{
+		name: "Q8_0x4", single: 0, anyNaN: true,
+		sizes: append(slices.Clone(blockSizesQ8_0), 32, 33, 39, 40, 47, 128+7), extremeSizes: []int{1, 8, 9, 17},
+		// Every weight is 1.
+		onesBlocks: 9, onesByte: 1, onesWant: 9 * 32,
+	},
+	{
+		name: "Q2Kx4", single: 1,
+		sizes: blockSizesQ8K, extremeSizes: []int{1, 3, 9, 17},
+		// Scale 5 and min 15 (0xf5) for every 16 elements; codes 1 in
+		// slices 0, 1 and 3 in slices 2, 3 of each half (0xf5 again), so
+		// a block gives 5·(128·1+128·3) - 15·256 = -1280.
+		onesBlocks: 3, onesByte: 0xf5, onesWant: 3 * -1280,
+	},
+	{
+		name: "IQ2XXSx4", single: 3,
+		sizes: blockSizesQ8K, extremeSizes: []int{1, 3, 9, 17},
+		// Grid row 0 (all magnitudes 8) at group scale (2·0+1)/8, so each
+		// element contributes 8·1/8.
+		onesBlocks: 3, onesByte: 0, onesWant: 3 * 256,
+	},
+}
+
+// field returns the single-activation field of f.
+func (f *batchField) field() *kernelField { return &kernelFields[f.single] }
+
+// run sets out to the four-activation dot of row w with the activations
+// of a under kernels k.
+func (f *batchField) run(k quant.Kernels, w []byte, a *[4]dotCase, out *[4]float32) {
+	switch f.name {
+	case "Q8_0x4":
+		k.Q8_0x4(w, a[0].q80, a[1].q80, a[2].q80, a[3].q80, out)
+	case "Q2Kx4":
+		k.Q2Kx4(w, a[0].q8k, a[1].q8k, a[2].q8k, a[3].q8k, out)
+	case "IQ2XXSx4":
+		k.IQ2XXSx4(w, a[0].q8k, a[1].q8k, a[2].q8k, a[3].q8k, out)
+	default:
+		panic("batch field " + f.name + " has no runner")
+	}
+}
 
 // run returns the field's dot product of c under kernels k.
 func (f *kernelField) run(k quant.Kernels, c *dotCase) float32 {
@@ -229,8 +287,8 @@ func TestKernelFieldsComplete(t *testing.T) {
 	for _, f := range kernelFields {
 		listed[f.name] = true
 	}
-	for _, name := range batchFields {
-		listed[name] = true
+	for _, f := range batchFields {
+		listed[f.name] = true
 	}
 	typ := reflect.TypeFor[quant.Kernels]()
 	var funcs int
@@ -265,8 +323,8 @@ func sameKernels(a, b quant.Kernels) bool {
 			return false
 		}
 	}
-	for _, name := range batchFields {
-		if va.FieldByName(name).Pointer() != vb.FieldByName(name).Pointer() {
+	for _, f := range batchFields {
+		if va.FieldByName(f.name).Pointer() != vb.FieldByName(f.name).Pointer() {
 			return false
 		}
 	}
@@ -312,6 +370,32 @@ func TestVectorKernelsMatchGeneric(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestVectorSetsAgree holds every vector kernel set to the first one bit
+// for bit: the sets share their float order by design (the AVX-512 Q8_0
+// kernels keep the AVX2 kernels' 8-lane sums), so a model decodes to the
+// same tokens whichever set a CPU selects. Where the reference itself is
+// matched only within a tolerance (Q8_0, F16, F32), this is the check
+// that the sets did not drift apart inside it.
+func TestVectorSetsAgree(t *testing.T) {
+	sets := quant.VectorKernelSets()
+	if len(sets) < 2 {
+		t.Skipf("%d vector kernel set(s) on this CPU or build: nothing to compare", len(sets))
+	}
+	for _, f := range kernelFields {
+		t.Run(f.name, func(t *testing.T) {
+			cases := f.cases(rand.New(rand.NewPCG(uint64(f.typ), 43)))
+			for i := range cases {
+				c := &cases[i]
+				want := f.run(sets[0], c)
+				for _, k := range sets[1:] {
+					got := f.run(k, c)
+					require.Equal(t, math.Float32bits(want), math.Float32bits(got), "%s: %s %v, %s %v", c.name, sets[0].Name, want, k.Name, got)
+				}
+			}
+		})
+	}
 }
 
 // Sizes of the random cases: every length up to a few vector widths past
@@ -594,9 +678,11 @@ func TestBackendMatMulVectorVsGeneric(t *testing.T) {
 
 		gen := quant.GenericKernels()
 		r := rand.New(rand.NewPCG(5, 6))
-		// Six tokens: the backend applies Q8_0 and IQ2_XXS rows to four
-		// tokens a call (Q8_0x4, IQ2XXSx4) and to the remaining two one by one.
-		const cols, rows, n = 512, 37, 6
+		// Seven tokens: the backend applies Q8_0, Q2_K and IQ2_XXS rows to
+		// four tokens a call (the x4 fields), and the remaining three to
+		// Q2_K and IQ2_XXS rows with one more such call, to Q8_0 rows one
+		// by one.
+		const cols, rows, n = 512, 37, 7
 		for _, f := range kernelFields {
 			t.Run(f.name, func(t *testing.T) {
 				rb, err := f.typ.RowBytes(cols)
@@ -762,6 +848,10 @@ func x4Cases(r *rand.Rand, f *kernelField, sizes, extremeSizes []int) []x4Case {
 	constCode := func(v int8) func(int) int8 { return func(int) int8 { return v } }
 	constScale := func(v uint16) func(int, int) uint16 { return func(int, int) uint16 { return v } }
 	constD := func(v float32) func(int) float32 { return func(int) float32 { return v } }
+	// Quiet NaNs whose payloads and signs differ from block to block and
+	// from slot to slot, and from the activations' ones.
+	nanScale := func(b, slot int) uint16 { return 0x7e00 | uint16(b&1)<<15 | uint16(2*b+slot+1)&0x1ff }
+	nanD := func(b int) float32 { return math.Float32frombits(0x7fc00000 | uint32(b&1)<<31 | uint32(b+1)<<5) }
 	type gen struct {
 		name  string
 		wbyte func() byte
@@ -804,6 +894,11 @@ func x4Cases(r *rand.Rand, f *kernelField, sizes, extremeSizes []int) []x4Case {
 			{"scale-negzero", randByte, constScale(0x8000), randCode, randD},
 			{"act-d-subnormal", randByte, randScale, randCode, constD(1e-40)},
 			{"act-d-inf", randByte, randScale, randCode, constD(float32(math.Inf(-1)))},
+			// NaNs of distinct payloads meeting in one operation tell
+			// the operand order of every float step: x86 keeps the
+			// first operand's payload.
+			{"scale-nan-payloads", randByte, nanScale, randCode, randD},
+			{"nan-payloads", randByte, nanScale, randCode, nanD},
 		} {
 			cs = append(cs, mk(nb, g))
 		}
@@ -811,70 +906,37 @@ func x4Cases(r *rand.Rand, f *kernelField, sizes, extremeSizes []int) []x4Case {
 	return cs
 }
 
-// TestQ8_0x4MatchesQ8_0 holds each kernel set's Q8_0x4 to four calls of
-// the same set's Q8_0, bit for bit: the engine's prefill uses the first and
-// its decode the second, and the two must agree exactly.
-func TestQ8_0x4MatchesQ8_0(t *testing.T) {
-	cases := x4Cases(rand.New(rand.NewPCG(8, 4)), &kernelFields[0], append(slices.Clone(blockSizesQ8_0), 32, 33, 39, 40, 47, 128+7), []int{1, 8, 9, 17})
-	for _, k := range kernelSets() {
-		t.Run(k.Name, func(t *testing.T) {
-			for _, c := range cases {
-				var got [4]float32
-				k.Q8_0x4(c.w, c.act[0].q80, c.act[1].q80, c.act[2].q80, c.act[3].q80, &got)
-				for tok, a := range c.act {
-					want := k.Q8_0(c.w, a.q80)
-					require.Equal(t, math.Float32bits(want), math.Float32bits(got[tok]),
-						"%s %s token %d: Q8_0x4 %v, Q8_0 %v", k.Name, c.name, tok, got[tok], want)
-				}
-			}
-		})
-	}
-}
-
-func TestQ8_0x4BadInputPanics(t *testing.T) {
-	f := &kernelFields[0]
-	one := func() byte { return 1 }
-	scale := func(int, int) uint16 { return 0x3c00 }
-	code := func(int) int8 { return 1 }
-	d := func(int) float32 { return 1 }
-	c := f.blockCase("bad", 9, one, scale, code, d)
-	x, short := c.q80, c.q80[:8]
-	row := c.w[: len(c.w)-1 : len(c.w)-1] // no capacity to reslice into
-	var out [4]float32
-	for _, k := range kernelSets() {
-		require.Panics(t, func() { k.Q8_0x4(row, x, x, x, x, &out) }, "%s kernel Q8_0x4 on a row one byte short", k.Name)
-		for i := range 3 {
-			xs := [][]quant.BlockQ8_0{x, x, x}
-			xs[i] = short
-			require.Panics(t, func() { k.Q8_0x4(c.w, x, xs[0], xs[1], xs[2], &out) }, "%s kernel Q8_0x4 with activation %d shorter", k.Name, i+1)
-		}
-		k.Q8_0x4(c.w, x, x, x, x, &out)
-		require.Equal(t, [4]float32{9 * 32, 9 * 32, 9 * 32, 9 * 32}, out, "%s kernel Q8_0x4 on ones", k.Name)
-	}
-}
-
-// TestIQ2XXSx4MatchesIQ2XXS holds each kernel set's IQ2XXSx4 to four calls
-// of the same set's IQ2XXS, and to the pure-Go DotIQ2XXS, bit for bit: the
-// engine's prefill uses the first and its decode the second, and the two
-// must agree exactly.
-func TestIQ2XXSx4MatchesIQ2XXS(t *testing.T) {
-	f := &kernelFields[3]
-	require.Equal(t, "IQ2XXS", f.name)
-	cases := x4Cases(rand.New(rand.NewPCG(2, 4)), f, blockSizesQ8K, []int{1, 3, 9, 17})
-	for _, k := range kernelSets() {
-		t.Run(k.Name, func(t *testing.T) {
-			for _, c := range cases {
-				var got [4]float32
-				k.IQ2XXSx4(c.w, c.act[0].q8k, c.act[1].q8k, c.act[2].q8k, c.act[3].q8k, &got)
-				for tok, a := range c.act {
-					y := a.q8k
-					want := k.IQ2XXS(c.w, y)
-					require.Equal(t, math.Float32bits(want), math.Float32bits(got[tok]),
-						"%s %s token %d: IQ2XXSx4 %v, IQ2XXS %v", k.Name, c.name, tok, got[tok], want)
-					ref := quant.DotIQ2XXS(c.w, y)
-					if !(isNaN32(ref) && isNaN32(got[tok])) {
-						require.Equal(t, math.Float32bits(ref), math.Float32bits(got[tok]),
-							"%s %s token %d: IQ2XXSx4 %v, DotIQ2XXS %v", k.Name, c.name, tok, got[tok], ref)
+// TestX4MatchesSingle holds each kernel set's four-activation fields to
+// four calls of the same set's single-activation field, bit for bit, and,
+// for the K-quants, to the pure-Go kernel too: the engine's prefill uses
+// the first and its decode the second, and the two must agree exactly.
+func TestX4MatchesSingle(t *testing.T) {
+	gen := quant.GenericKernels()
+	for i := range batchFields {
+		bf := &batchFields[i]
+		f := bf.field()
+		t.Run(bf.name, func(t *testing.T) {
+			cases := x4Cases(rand.New(rand.NewPCG(uint64(f.typ), 4)), f, bf.sizes, bf.extremeSizes)
+			require.NotEmpty(t, cases)
+			for _, k := range kernelSets() {
+				for _, c := range cases {
+					var got [4]float32
+					bf.run(k, c.w, &c.act, &got)
+					for tok := range c.act {
+						a := c.act[tok]
+						a.w = c.w
+						want := f.run(k, &a)
+						if !(bf.anyNaN && isNaN32(want) && isNaN32(got[tok])) {
+							require.Equal(t, math.Float32bits(want), math.Float32bits(got[tok]),
+								"%s %s token %d: %s %v, %s %v", k.Name, c.name, tok, bf.name, got[tok], f.name, want)
+						}
+						if f.check != checkExact {
+							continue
+						}
+						if ref := f.run(gen, &a); !(isNaN32(ref) && isNaN32(got[tok])) {
+							require.Equal(t, math.Float32bits(ref), math.Float32bits(got[tok]),
+								"%s %s token %d: %s %v, generic %s %v", k.Name, c.name, tok, bf.name, got[tok], f.name, ref)
+						}
 					}
 				}
 			}
@@ -882,29 +944,45 @@ func TestIQ2XXSx4MatchesIQ2XXS(t *testing.T) {
 	}
 }
 
-func TestIQ2XXSx4BadInputPanics(t *testing.T) {
-	f := &kernelFields[3]
-	zero := func() byte { return 0 } // grid row 0: all magnitudes 8
+// TestX4BadInputPanics checks that every four-activation field panics on a
+// short row and on activations of unequal lengths, and gives the known
+// result of a constant row and zeros for empty rows.
+func TestX4BadInputPanics(t *testing.T) {
 	scale := func(int, int) uint16 { return 0x3c00 }
 	code := func(int) int8 { return 1 }
 	d := func(int) float32 { return 1 }
-	c := f.blockCase("bad", 3, zero, scale, code, d)
-	y, short := c.q8k, c.q8k[:2]
-	row := c.w[: len(c.w)-1 : len(c.w)-1] // no capacity to reslice into
-	var out [4]float32
-	for _, k := range kernelSets() {
-		require.Panics(t, func() { k.IQ2XXSx4(row, y, y, y, y, &out) }, "%s kernel IQ2XXSx4 on a row one byte short", k.Name)
-		for i := range 3 {
-			ys := [][]quant.BlockQ8K{y, y, y}
-			ys[i] = short
-			require.Panics(t, func() { k.IQ2XXSx4(c.w, y, ys[0], ys[1], ys[2], &out) }, "%s kernel IQ2XXSx4 with activation %d shorter", k.Name, i+1)
-		}
-		require.Panics(t, func() { k.IQ2XXSx4(c.w, short, y, y, y, &out) }, "%s kernel IQ2XXSx4 with activation 0 shorter", k.Name)
-		// Every weight is +8 at group scale (2·0+1)/8 and scale d = 1, so
-		// each of the 3·256 elements contributes 8·1/8.
-		k.IQ2XXSx4(c.w, y, y, y, y, &out)
-		require.Equal(t, [4]float32{3 * 256, 3 * 256, 3 * 256, 3 * 256}, out, "%s kernel IQ2XXSx4 on ones", k.Name)
-		k.IQ2XXSx4(nil, nil, nil, nil, nil, &out)
-		require.Equal(t, [4]float32{}, out, "%s kernel IQ2XXSx4 on empty rows", k.Name)
+	for i := range batchFields {
+		bf := &batchFields[i]
+		f := bf.field()
+		t.Run(bf.name, func(t *testing.T) {
+			c := f.blockCase("bad", bf.onesBlocks, func() byte { return bf.onesByte }, scale, code, d)
+			short := c
+			short.q80, short.q8k = shorter(c.q80), shorter(c.q8k)
+			row := c.w[: len(c.w)-1 : len(c.w)-1] // no capacity to reslice into
+			all := [4]dotCase{c, c, c, c}
+			for _, k := range kernelSets() {
+				var out [4]float32
+				require.Panics(t, func() { bf.run(k, row, &all, &out) }, "%s kernel %s on a row one byte short", k.Name, bf.name)
+				for tok := range 4 {
+					a := all
+					a[tok] = short
+					require.Panics(t, func() { bf.run(k, c.w, &a, &out) }, "%s kernel %s with activation %d shorter", k.Name, bf.name, tok)
+				}
+				bf.run(k, c.w, &all, &out)
+				w := bf.onesWant
+				require.Equal(t, [4]float32{w, w, w, w}, out, "%s kernel %s on a constant row", k.Name, bf.name)
+				out = [4]float32{1, 2, 3, 4}
+				bf.run(k, nil, &[4]dotCase{}, &out)
+				require.Equal(t, [4]float32{}, out, "%s kernel %s on empty rows", k.Name, bf.name)
+			}
+		})
 	}
+}
+
+// shorter returns s without its last element, or nil for an empty s.
+func shorter[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s[:len(s)-1]
 }

@@ -1,0 +1,538 @@
+//go:build amd64 && !purego
+
+#include "go_asm.h"
+#include "textflag.h"
+
+// AVX-512 dot products of IQ2_XXS weight rows with Q8_K activations (see
+// dot_iq2_avx512_amd64.go). They use AVX512F/BW, VBMI (VPERMB, VPERMI2B,
+// VPMULTISHIFTQB), VNNI (VPDPWSSD) and GFNI (VGF2P8AFFINEQB).
+//
+// The AVX2 kernel is bound by scalar table work: per 32 elements it loads
+// four 8-byte grid rows and four 8-byte sign patterns and assembles them
+// into a register. Here one 64-byte load brings a block's eight groups
+// (each four grid-index bytes and the word a1) and the block is expanded in
+// registers, with no load that depends on the data:
+//
+//   - Grid rows. Every grid row is re-encoded as 16 bits, 2 per element
+//     (·iq2xxsAVX512Codes: a low byte for elements 0..3, a high byte for
+//     elements 4..7). The 512 table bytes stay in Z24..Z31 as four 128-byte
+//     VPERMI2B tables (low or high byte, grid index below or above 128).
+//     VPERMB puts each of the 32 indices in two bytes (iq2IndexPerm), four
+//     VPERMI2B look all of them up in each table, and VGF2P8AFFINEQB
+//     (bit 7 of the index copied to all eight bits) and three VPTERNLOGQ
+//     pick per byte the table its index and half call for. A mask-register
+//     version (merge-masked VPERMI2B) measured 15% slower in all: the mask
+//     logic costs more than the selects. Gathering the grid rows with
+//     VPGATHERDQ instead measured three times slower.
+//   - Expansion. The codes land so that qword q holds those of rows q,
+//     8+q, 16+q and 24+q: per 64 elements (eight rows, two groups) one
+//     VPMULTISHIFTQB moves each element's code to the bottom of its byte,
+//     and VGF2P8AFFINEQB maps the byte to the magnitude: with code bits a,
+//     b the magnitude is 8 ^ a·0x11 ^ b·0x23 (8, 25, 43), affine over
+//     GF(2), and the matrix ignores the bits above the code.
+//   - Signs. One VPMULTISHIFTQB pulls a block's 32 7-bit sign indices into
+//     bytes and one VGF2P8AFFINEQB appends each one's parity as bit 7
+//     (matrix: identity on bits 0..6, bit 7 the XOR of bits 0..6), which
+//     is iq2Sign. VPMOVQD stores the 32 sign bytes in row order, so the
+//     64-bit word z is the sign mask of elements 64z..64z+63, one KMOVQ
+//     away.
+//   - Products. The unsigned-by-signed byte multiply (VPMADDUBSW) takes
+//     the weights' magnitudes as the unsigned side and the activation
+//     codes as they are, so no activation is negated and a code of -128 is
+//     exact. The sign mask splits the magnitudes into those of the
+//     positive weights (MP) and of the negative ones (MN):
+//     Σ w·q8 = Σ MP·q8 − Σ MN·q8. Each int16 of the difference sums two
+//     products, at most 2·43·128 = 11008 in magnitude, so nothing
+//     saturates, and VPDPWSSD multiplies each int16 pair by its group's
+//     2ls+1 and accumulates in int32, exactly.
+//
+// The block's int32 sum bsum is then folded and converted, and its float32
+// terms are formed in dot.go's order, so each result is DotIQ2XXS's bit
+// for bit.
+
+// iq2ScalePerm is the VPERMB control that copies the top byte of group
+// 2k+h's qword (a1's bits 24..31, the scale ls in the top four) to every
+// byte of qword 4h+k: the multipliers of groups 0, 2, 4, 6 fill the low
+// half of the register and those of groups 1, 3, 5, 7 the high half, so
+// VPERMQ with an immediate gives each 64 elements theirs.
+DATA iq2ScalePerm<>+0(SB)/8, $0x0707070707070707
+DATA iq2ScalePerm<>+8(SB)/8, $0x1717171717171717
+DATA iq2ScalePerm<>+16(SB)/8, $0x2727272727272727
+DATA iq2ScalePerm<>+24(SB)/8, $0x3737373737373737
+DATA iq2ScalePerm<>+32(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA iq2ScalePerm<>+40(SB)/8, $0x1f1f1f1f1f1f1f1f
+DATA iq2ScalePerm<>+48(SB)/8, $0x2f2f2f2f2f2f2f2f
+DATA iq2ScalePerm<>+56(SB)/8, $0x3f3f3f3f3f3f3f3f
+GLOBL iq2ScalePerm<>(SB), RODATA|NOPTR, $64
+
+// iq2CodeShift holds four VPMULTISHIFTQB controls: control z moves the
+// code of element t of row 8z+q, held in bytes 2z (elements 0..3) and
+// 2z+1 (elements 4..7) of qword q of the block's codes, to the bottom of
+// byte t of qword q.
+DATA iq2CodeShift<>+0(SB)/8, $0x0e0c0a0806040200
+DATA iq2CodeShift<>+8(SB)/8, $0x0e0c0a0806040200
+DATA iq2CodeShift<>+16(SB)/8, $0x0e0c0a0806040200
+DATA iq2CodeShift<>+24(SB)/8, $0x0e0c0a0806040200
+DATA iq2CodeShift<>+32(SB)/8, $0x0e0c0a0806040200
+DATA iq2CodeShift<>+40(SB)/8, $0x0e0c0a0806040200
+DATA iq2CodeShift<>+48(SB)/8, $0x0e0c0a0806040200
+DATA iq2CodeShift<>+56(SB)/8, $0x0e0c0a0806040200
+DATA iq2CodeShift<>+64(SB)/8, $0x1e1c1a1816141210
+DATA iq2CodeShift<>+72(SB)/8, $0x1e1c1a1816141210
+DATA iq2CodeShift<>+80(SB)/8, $0x1e1c1a1816141210
+DATA iq2CodeShift<>+88(SB)/8, $0x1e1c1a1816141210
+DATA iq2CodeShift<>+96(SB)/8, $0x1e1c1a1816141210
+DATA iq2CodeShift<>+104(SB)/8, $0x1e1c1a1816141210
+DATA iq2CodeShift<>+112(SB)/8, $0x1e1c1a1816141210
+DATA iq2CodeShift<>+120(SB)/8, $0x1e1c1a1816141210
+DATA iq2CodeShift<>+128(SB)/8, $0x2e2c2a2826242220
+DATA iq2CodeShift<>+136(SB)/8, $0x2e2c2a2826242220
+DATA iq2CodeShift<>+144(SB)/8, $0x2e2c2a2826242220
+DATA iq2CodeShift<>+152(SB)/8, $0x2e2c2a2826242220
+DATA iq2CodeShift<>+160(SB)/8, $0x2e2c2a2826242220
+DATA iq2CodeShift<>+168(SB)/8, $0x2e2c2a2826242220
+DATA iq2CodeShift<>+176(SB)/8, $0x2e2c2a2826242220
+DATA iq2CodeShift<>+184(SB)/8, $0x2e2c2a2826242220
+DATA iq2CodeShift<>+192(SB)/8, $0x3e3c3a3836343230
+DATA iq2CodeShift<>+200(SB)/8, $0x3e3c3a3836343230
+DATA iq2CodeShift<>+208(SB)/8, $0x3e3c3a3836343230
+DATA iq2CodeShift<>+216(SB)/8, $0x3e3c3a3836343230
+DATA iq2CodeShift<>+224(SB)/8, $0x3e3c3a3836343230
+DATA iq2CodeShift<>+232(SB)/8, $0x3e3c3a3836343230
+DATA iq2CodeShift<>+240(SB)/8, $0x3e3c3a3836343230
+DATA iq2CodeShift<>+248(SB)/8, $0x3e3c3a3836343230
+GLOBL iq2CodeShift<>(SB), RODATA|NOPTR, $256
+
+// iq2IndexPerm is the VPERMB control that puts the grid index of row
+// 8z+q of a block (byte 8g+l of the block's groups, g = 2z+q/4, l = q%4)
+// in bytes 2z and 2z+1 of qword q, for the low and the high code byte:
+// after the lookup, qword q holds the codes of rows q, 8+q, 16+q and
+// 24+q, and the 64 elements 64z..64z+63 need no shuffle but their
+// VPMULTISHIFTQB.
+DATA iq2IndexPerm<>+0(SB)/8, $0x3030202010100000
+DATA iq2IndexPerm<>+8(SB)/8, $0x3131212111110101
+DATA iq2IndexPerm<>+16(SB)/8, $0x3232222212120202
+DATA iq2IndexPerm<>+24(SB)/8, $0x3333232313130303
+DATA iq2IndexPerm<>+32(SB)/8, $0x3838282818180808
+DATA iq2IndexPerm<>+40(SB)/8, $0x3939292919190909
+DATA iq2IndexPerm<>+48(SB)/8, $0x3a3a2a2a1a1a0a0a
+DATA iq2IndexPerm<>+56(SB)/8, $0x3b3b2b2b1b1b0b0b
+GLOBL iq2IndexPerm<>(SB), RODATA|NOPTR, $64
+
+// iq2MagMatrix is the VGF2P8AFFINEQB matrix (with constant 8) that maps a
+// byte whose low two bits hold a code a (bit 0), b (bit 1) to the
+// magnitude 8 ^ a·0x11 ^ b·0x23: matrix byte 7-i is the row of output bit
+// i, here 3, 2, 0, 0, 1, 2, 0, 0 for i = 0..7.
+DATA iq2MagMatrix<>+0(SB)/8, $0x0302000001020000
+DATA iq2MagMatrix<>+8(SB)/8, $0x0302000001020000
+DATA iq2MagMatrix<>+16(SB)/8, $0x0302000001020000
+DATA iq2MagMatrix<>+24(SB)/8, $0x0302000001020000
+DATA iq2MagMatrix<>+32(SB)/8, $0x0302000001020000
+DATA iq2MagMatrix<>+40(SB)/8, $0x0302000001020000
+DATA iq2MagMatrix<>+48(SB)/8, $0x0302000001020000
+DATA iq2MagMatrix<>+56(SB)/8, $0x0302000001020000
+GLOBL iq2MagMatrix<>(SB), RODATA|NOPTR, $64
+
+// iq2SignShift is the VPMULTISHIFTQB control that puts sign index l of a
+// group (bits 32+7l..38+7l of its qword, bits 7l.. of a1) in byte l,
+// l = 0..3; bit 7 of those bytes is junk that iq2ParityMatrix ignores.
+DATA iq2SignShift<>+0(SB)/8, $0x00000000352e2720
+DATA iq2SignShift<>+8(SB)/8, $0x00000000352e2720
+DATA iq2SignShift<>+16(SB)/8, $0x00000000352e2720
+DATA iq2SignShift<>+24(SB)/8, $0x00000000352e2720
+DATA iq2SignShift<>+32(SB)/8, $0x00000000352e2720
+DATA iq2SignShift<>+40(SB)/8, $0x00000000352e2720
+DATA iq2SignShift<>+48(SB)/8, $0x00000000352e2720
+DATA iq2SignShift<>+56(SB)/8, $0x00000000352e2720
+GLOBL iq2SignShift<>(SB), RODATA|NOPTR, $64
+
+// iq2ParityMatrix is the VGF2P8AFFINEQB matrix that turns a 7-bit sign
+// index into its sign byte iq2Sign: rows 1<<i for output bits i < 7 (bits
+// 0..6 copied) and 0x7f for bit 7 (their parity).
+DATA iq2ParityMatrix<>+0(SB)/8, $0x010204081020407f
+DATA iq2ParityMatrix<>+8(SB)/8, $0x010204081020407f
+DATA iq2ParityMatrix<>+16(SB)/8, $0x010204081020407f
+DATA iq2ParityMatrix<>+24(SB)/8, $0x010204081020407f
+DATA iq2ParityMatrix<>+32(SB)/8, $0x010204081020407f
+DATA iq2ParityMatrix<>+40(SB)/8, $0x010204081020407f
+DATA iq2ParityMatrix<>+48(SB)/8, $0x010204081020407f
+DATA iq2ParityMatrix<>+56(SB)/8, $0x010204081020407f
+GLOBL iq2ParityMatrix<>(SB), RODATA|NOPTR, $64
+
+// iq2Bit7Matrix is the VGF2P8AFFINEQB matrix that copies bit 7 of a byte
+// to all eight bits: 0xff for a grid index of 128 or more, else 0.
+DATA iq2Bit7Matrix<>+0(SB)/8, $0x8080808080808080
+DATA iq2Bit7Matrix<>+8(SB)/8, $0x8080808080808080
+DATA iq2Bit7Matrix<>+16(SB)/8, $0x8080808080808080
+DATA iq2Bit7Matrix<>+24(SB)/8, $0x8080808080808080
+DATA iq2Bit7Matrix<>+32(SB)/8, $0x8080808080808080
+DATA iq2Bit7Matrix<>+40(SB)/8, $0x8080808080808080
+DATA iq2Bit7Matrix<>+48(SB)/8, $0x8080808080808080
+DATA iq2Bit7Matrix<>+56(SB)/8, $0x8080808080808080
+GLOBL iq2Bit7Matrix<>(SB), RODATA|NOPTR, $64
+
+// iq2OddBytes selects the odd bytes, where the grid indices stand for the
+// rows' high code bytes.
+DATA iq2OddBytes<>+0(SB)/8, $0xff00ff00ff00ff00
+DATA iq2OddBytes<>+8(SB)/8, $0xff00ff00ff00ff00
+DATA iq2OddBytes<>+16(SB)/8, $0xff00ff00ff00ff00
+DATA iq2OddBytes<>+24(SB)/8, $0xff00ff00ff00ff00
+DATA iq2OddBytes<>+32(SB)/8, $0xff00ff00ff00ff00
+DATA iq2OddBytes<>+40(SB)/8, $0xff00ff00ff00ff00
+DATA iq2OddBytes<>+48(SB)/8, $0xff00ff00ff00ff00
+DATA iq2OddBytes<>+56(SB)/8, $0xff00ff00ff00ff00
+GLOBL iq2OddBytes<>(SB), RODATA|NOPTR, $64
+
+// iq2ScaleMatrix is the VGF2P8AFFINEQB matrix (with constant 1) that
+// maps a byte with the scale ls in its top four bits to 2ls+1: output bits
+// 1..4 are input bits 4..7.
+DATA iq2ScaleMatrix<>+0(SB)/8, $0x0010204080000000
+DATA iq2ScaleMatrix<>+8(SB)/8, $0x0010204080000000
+DATA iq2ScaleMatrix<>+16(SB)/8, $0x0010204080000000
+DATA iq2ScaleMatrix<>+24(SB)/8, $0x0010204080000000
+DATA iq2ScaleMatrix<>+32(SB)/8, $0x0010204080000000
+DATA iq2ScaleMatrix<>+40(SB)/8, $0x0010204080000000
+DATA iq2ScaleMatrix<>+48(SB)/8, $0x0010204080000000
+DATA iq2ScaleMatrix<>+56(SB)/8, $0x0010204080000000
+GLOBL iq2ScaleMatrix<>(SB), RODATA|NOPTR, $64
+
+// iq2Compact is the VPERMD control that gathers dwords 0, 4, 8 and 12
+// into dwords 0..3.
+DATA iq2Compact<>+0(SB)/8, $0x0000000400000000
+DATA iq2Compact<>+8(SB)/8, $0x0000000c00000008
+DATA iq2Compact<>+16(SB)/8, $0x0000000000000000
+DATA iq2Compact<>+24(SB)/8, $0x0000000000000000
+DATA iq2Compact<>+32(SB)/8, $0x0000000000000000
+DATA iq2Compact<>+40(SB)/8, $0x0000000000000000
+DATA iq2Compact<>+48(SB)/8, $0x0000000000000000
+DATA iq2Compact<>+56(SB)/8, $0x0000000000000000
+GLOBL iq2Compact<>(SB), RODATA|NOPTR, $64
+
+// iq2Bytes1 holds 64 bytes of 1.
+DATA iq2Bytes1<>+0(SB)/8, $0x0101010101010101
+DATA iq2Bytes1<>+8(SB)/8, $0x0101010101010101
+DATA iq2Bytes1<>+16(SB)/8, $0x0101010101010101
+DATA iq2Bytes1<>+24(SB)/8, $0x0101010101010101
+DATA iq2Bytes1<>+32(SB)/8, $0x0101010101010101
+DATA iq2Bytes1<>+40(SB)/8, $0x0101010101010101
+DATA iq2Bytes1<>+48(SB)/8, $0x0101010101010101
+DATA iq2Bytes1<>+56(SB)/8, $0x0101010101010101
+GLOBL iq2Bytes1<>(SB), RODATA|NOPTR, $64
+
+// Register use. Constants: Z2 iq2ScalePerm, Z16 and Z20..Z22 the
+// iq2CodeShift controls, Z17 iq2MagMatrix, Z18 iq2SignShift, Z19
+// iq2Compact, Z23 iq2IndexPerm, Z24..Z31 the code tables, K7 the even
+// bytes. Per block: Z0 the block, Z1 its codes, Z3 its multipliers, K3 a
+// sign mask; Z4, Z10, Z11, Z12 the int32 accumulators (of four blocks, or
+// of four tokens), Z14 the four-token kernel's common term, Z5..Z9
+// scratch, X13 the float sum(s).
+
+// IQ2Z5SETUP loads the constants.
+#define IQ2Z5SETUP \
+	VMOVDQU64    ·iq2xxsAVX512Codes+0(SB), Z24; \
+	VMOVDQU64    ·iq2xxsAVX512Codes+64(SB), Z25; \
+	VMOVDQU64    ·iq2xxsAVX512Codes+128(SB), Z26; \
+	VMOVDQU64    ·iq2xxsAVX512Codes+192(SB), Z27; \
+	VMOVDQU64    ·iq2xxsAVX512Codes+256(SB), Z28; \
+	VMOVDQU64    ·iq2xxsAVX512Codes+320(SB), Z29; \
+	VMOVDQU64    ·iq2xxsAVX512Codes+384(SB), Z30; \
+	VMOVDQU64    ·iq2xxsAVX512Codes+448(SB), Z31; \
+	VMOVDQU64    iq2CodeShift<>+0(SB), Z16; \
+	VMOVDQU64    iq2CodeShift<>+64(SB), Z20; \
+	VMOVDQU64    iq2CodeShift<>+128(SB), Z21; \
+	VMOVDQU64    iq2CodeShift<>+192(SB), Z22; \
+	VMOVDQU64    iq2IndexPerm<>(SB), Z23; \
+	VMOVDQU64    iq2MagMatrix<>(SB), Z17; \
+	VMOVDQU64    iq2SignShift<>(SB), Z18; \
+	VMOVDQU64    iq2Compact<>(SB), Z19; \
+	VMOVDQU64    iq2ScalePerm<>(SB), Z2; \
+	MOVQ         $0x5555555555555555, AX; \
+	KMOVQ        AX, K7
+
+// IQ2Z5BLOCK expands the block at woff(SI): Z1 gets in bytes 2z and 2z+1
+// of qword q the low and high code bytes of row 8z+q, the 32 bytes at
+// soff(SP) the rows' sign bytes, and Z3 in each int16 of qword 4h+k the
+// multiplier 2ls+1 of group 2k+h. Clobbers Z0 and Z6..Z9.
+#define IQ2Z5BLOCK(woff, soff) \
+	VMOVDQU64      (woff+2)(SI), Z0; \
+	VPERMB         Z0, Z23, Z1; \
+	VGF2P8AFFINEQB $0, iq2Bit7Matrix<>(SB), Z1, Z9; \
+	VMOVDQA64      Z1, Z6; \
+	VMOVDQA64      Z1, Z7; \
+	VMOVDQA64      Z1, Z8; \
+	VPERMI2B       Z25, Z24, Z1; \
+	VPERMI2B       Z27, Z26, Z6; \
+	VPERMI2B       Z29, Z28, Z7; \
+	VPERMI2B       Z31, Z30, Z8; \
+	VPTERNLOGQ     $0xd8, Z9, Z6, Z1; \
+	VPTERNLOGQ     $0xd8, Z9, Z8, Z7; \
+	VPTERNLOGQ     $0xd8, iq2OddBytes<>(SB), Z7, Z1; \
+	VPMULTISHIFTQB Z0, Z18, Z8; \
+	VGF2P8AFFINEQB $0, iq2ParityMatrix<>(SB), Z8, Z8; \
+	VPMOVQD        Z8, soff(SP); \
+	VPERMB         Z0, Z2, Z3; \
+	VGF2P8AFFINEQB.Z $1, iq2ScaleMatrix<>(SB), Z3, K7, Z3
+
+// (VPTERNLOGQ $0xd8, C, B, A sets A to C ? B : A bit by bit: the three
+// selects above take, per byte, the high-index table where bit 7 of the
+// index is set, then the high-byte tables in the odd bytes.)
+
+// IQ2Z5WEIGHTS expands elements 64z..64z+63 of the block expanded by
+// IQ2Z5BLOCK(woff, soff), Zshift being iq2CodeShift control z: Z5 gets the
+// magnitudes of the positive weights (0 for the negative ones), Z6 those
+// of the negative weights, and Z7 the VPDPWSSD multipliers (2ls+1 of the
+// lane's group in each int16). Clobbers K3.
+#define IQ2Z5WEIGHTS(Zshift, z, soff) \
+	VPMULTISHIFTQB Z1, Zshift, Z5; \
+	VGF2P8AFFINEQB $8, Z17, Z5, Z5; \
+	KMOVQ          (soff+8*z)(SP), K3; \
+	VMOVDQU8.Z     Z5, K3, Z6; \
+	VPXORQ         Z6, Z5, Z5; \
+	VPERMQ         $(0x55*z), Z3, Z7
+
+// IQ2Z5APPLY adds to Zacc the scaled integer sum of elements 64z..64z+63
+// expanded in Z5..Z7 times the Q8_K codes of the block at yoff(Py).
+// Clobbers Z8 and Z9.
+#define IQ2Z5APPLY(Py, yoff, z, Zacc) \
+	VPMADDUBSW (yoff+z*64+BlockQ8K_Qs)(Py), Z5, Z8; \
+	VPMADDUBSW (yoff+z*64+BlockQ8K_Qs)(Py), Z6, Z9; \
+	VPSUBW     Z9, Z8, Z8; \
+	VPDPWSSD   Z7, Z8, Zacc
+
+// IQ2Z5ONE sets Zacc to the lanes of the scaled integer sum of the block
+// at woff(SI) against the Q8_K block at yoff(Py).
+#define IQ2Z5ONE(woff, soff, Py, yoff, Zacc) \
+	IQ2Z5BLOCK(woff, soff); \
+	VPXORD Zacc, Zacc, Zacc; \
+	IQ2Z5WEIGHTS(Z16, 0, soff); \
+	IQ2Z5APPLY(Py, yoff, 0, Zacc); \
+	IQ2Z5WEIGHTS(Z20, 1, soff); \
+	IQ2Z5APPLY(Py, yoff, 1, Zacc); \
+	IQ2Z5WEIGHTS(Z21, 2, soff); \
+	IQ2Z5APPLY(Py, yoff, 2, Zacc); \
+	IQ2Z5WEIGHTS(Z22, 3, soff); \
+	IQ2Z5APPLY(Py, yoff, 3, Zacc)
+
+// IQ2Z5SUM4 sets X5 to the four float32 values float32(Σ lanes of Z4),
+// float32(Σ Z10), float32(Σ Z11) and float32(Σ Z12). The four
+// accumulators are folded together, each shuffle serving two or four of
+// them, which takes half the shuffles of folding each on its own. Clobbers
+// Z6 and Z7.
+#define IQ2Z5SUM4 \
+	VSHUFI64X2 $0x44, Z10, Z4, Z5; \
+	VSHUFI64X2 $0xee, Z10, Z4, Z6; \
+	VPADDD     Z6, Z5, Z5; \
+	VSHUFI64X2 $0x44, Z12, Z11, Z6; \
+	VSHUFI64X2 $0xee, Z12, Z11, Z7; \
+	VPADDD     Z7, Z6, Z6; \
+	VSHUFI64X2 $0x88, Z6, Z5, Z7; \
+	VSHUFI64X2 $0xdd, Z6, Z5, Z5; \
+	VPADDD     Z7, Z5, Z5; \
+	VPSHUFD    $0x4e, Z5, Z6; \
+	VPADDD     Z6, Z5, Z5; \
+	VPSHUFD    $0xb1, Z5, Z6; \
+	VPADDD     Z6, Z5, Z5; \
+	VPERMD     Z5, Z19, Z5; \
+	VCVTDQ2PS  X5, X5
+
+// IQ2Z5SUM1 sets X5 to float32(Σ lanes of Z4). Clobbers Z6.
+#define IQ2Z5SUM1 \
+	VEXTRACTI64X4 $1, Z4, Y5; \
+	VPADDD        Y5, Y4, Y5; \
+	VEXTRACTI128  $1, Y5, X6; \
+	VPADDD        X6, X5, X5; \
+	VPSHUFD       $0x4e, X5, X6; \
+	VPADDD        X6, X5, X5; \
+	VPSHUFD       $0xb1, X5, X6; \
+	VPADDD        X6, X5, X5; \
+	VCVTDQ2PS     X5, X5
+
+// func dotIQ2XXSAVX512Asm(w *byte, y *BlockQ8K, nb int) float32
+//
+// Four blocks at a time: their integer sums are folded together
+// (IQ2Z5SUM4) and their float terms (f16(d)·D)·float32(bsum) formed four
+// wide, then added to sumf one at a time in block order, so every float
+// operation is DotIQ2XXS's. The last nb%4 blocks go one at a time. The
+// frame holds the four blocks' sign bytes.
+TEXT ·dotIQ2XXSAVX512Asm(SB), NOSPLIT, $128-28
+	MOVQ w+0(FP), SI
+	MOVQ y+8(FP), DI
+	MOVQ nb+16(FP), CX
+	IQ2Z5SETUP
+	VXORPS X13, X13, X13 // sumf
+	CMPQ   CX, $4
+	JLT    iq2z5tail
+
+iq2z5loop4:
+	IQ2Z5ONE(0, 0, DI, 0, Z4)
+	IQ2Z5ONE(const_dotIQ2XXSBytes, 32, DI, BlockQ8K__size, Z10)
+	IQ2Z5ONE(2*const_dotIQ2XXSBytes, 64, DI, 2*BlockQ8K__size, Z11)
+	IQ2Z5ONE(3*const_dotIQ2XXSBytes, 96, DI, 3*BlockQ8K__size, Z12)
+	IQ2Z5SUM4
+
+	// X6 = the four f16(d) as float32 (VMOVD also loads the word after d,
+	// which VPINSRW then replaces), X7 = the four D.
+	VMOVD     (SI), X6
+	VPINSRW   $1, const_dotIQ2XXSBytes(SI), X6, X6
+	VPINSRW   $2, (2*const_dotIQ2XXSBytes)(SI), X6, X6
+	VPINSRW   $3, (3*const_dotIQ2XXSBytes)(SI), X6, X6
+	VCVTPH2PS X6, X6
+	VMOVSS    BlockQ8K_D(DI), X7
+	VINSERTPS $0x10, (BlockQ8K__size+BlockQ8K_D)(DI), X7, X7
+	VINSERTPS $0x20, (2*BlockQ8K__size+BlockQ8K_D)(DI), X7, X7
+	VINSERTPS $0x30, (3*BlockQ8K__size+BlockQ8K_D)(DI), X7, X7
+	VMULPS    X7, X6, X6 // dd = f16(d)·D
+	VMULPS    X5, X6, X6 // dd·float32(bsum)
+	VADDSS    X6, X13, X13
+	VMOVSHDUP X6, X7
+	VADDSS    X7, X13, X13
+	VPERMILPS $2, X6, X7
+	VADDSS    X7, X13, X13
+	VPERMILPS $3, X6, X7
+	VADDSS    X7, X13, X13
+
+	ADDQ $(4*const_dotIQ2XXSBytes), SI
+	ADDQ $(4*BlockQ8K__size), DI
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE  iq2z5loop4
+
+iq2z5tail:
+	TESTQ CX, CX
+	JZ    iq2z5done
+
+iq2z5loop1:
+	IQ2Z5ONE(0, 0, DI, 0, Z4)
+	IQ2Z5SUM1
+	MOVWLZX   (SI), AX
+	VMOVD     AX, X6
+	VCVTPH2PS X6, X6
+	VMULSS    BlockQ8K_D(DI), X6, X6
+	VMULSS    X5, X6, X6
+	VADDSS    X6, X13, X13
+
+	ADDQ $const_dotIQ2XXSBytes, SI
+	ADDQ $BlockQ8K__size, DI
+	DECQ CX
+	JNZ  iq2z5loop1
+
+iq2z5done:
+	MOVL   $0x3e000000, AX // 0.125
+	VMOVD  AX, X1
+	VMULSS X1, X13, X13
+	VMOVSS X13, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// IQ2Z5WEIGHTSX4 expands elements 64z..64z+63 of the block expanded by
+// IQ2Z5BLOCK(0, 0) for the four-token kernel: Z5 gets the weights'
+// magnitudes, Z6 0xff in the bytes of the negative weights and 0
+// elsewhere, Z7 the VPDPWSSD multipliers, and Z14 accumulates the scaled
+// sums of the negative weights' magnitudes (see IQ2Z5APPLYX4). Clobbers
+// Z8 and K3.
+#define IQ2Z5WEIGHTSX4(Zshift, z) \
+	VPMULTISHIFTQB Z1, Zshift, Z5; \
+	VGF2P8AFFINEQB $8, Z17, Z5, Z5; \
+	KMOVQ          (8*z)(SP), K3; \
+	VPMOVM2B       K3, Z6; \
+	VMOVDQU8.Z     Z5, K3, Z8; \
+	VPMADDUBSW     iq2Bytes1<>(SB), Z8, Z8; \
+	VPERMQ         $(0x55*z), Z3, Z7; \
+	VPDPWSSD       Z7, Z8, Z14
+
+// IQ2Z5APPLYX4 adds to Zacc the scaled sum of elements 64z..64z+63 like
+// IQ2Z5APPLY, in three operations instead of four, less a term that is the
+// same for every token: for a negative weight -m, -m·q8 = m·(^q8) + m, so
+// the activation bytes are XORed with the negative weights' 0xff bytes
+// (^q8 stays in int8, even for -128) and multiplied by the magnitudes,
+// and the m terms are left in Z14 for the caller to add once per block.
+// That makes this kernel 10% faster; the single-token one, which would pay
+// for the m terms alone, measured 7% slower with it. Clobbers Z9.
+#define IQ2Z5APPLYX4(Py, z, Zacc) \
+	VPXORQ     (z*64+BlockQ8K_Qs)(Py), Z6, Z9; \
+	VPMADDUBSW Z9, Z5, Z9; \
+	VPDPWSSD   Z7, Z9, Zacc
+
+// IQ2Z5X4 adds the scaled sums of elements 64z..64z+63 of the block at SI
+// against the Q8_K blocks at DI, R11, R12 and R13 to Z4, Z10, Z11 and Z12,
+// less their common negative-weight term, which goes to Z14: the weights
+// are expanded once and applied to the four activations.
+#define IQ2Z5X4(z, Zshift) \
+	IQ2Z5WEIGHTSX4(Zshift, z); \
+	IQ2Z5APPLYX4(DI, z, Z4); \
+	IQ2Z5APPLYX4(R11, z, Z10); \
+	IQ2Z5APPLYX4(R12, z, Z11); \
+	IQ2Z5APPLYX4(R13, z, Z12)
+
+// IQ2Z5X4FLOAT folds the four tokens' accumulators and adds their float
+// terms (f16(d)·D)·float32(bsum) to the lanes of X13, for the block at SI.
+// Clobbers Z5..Z7.
+#define IQ2Z5X4FLOAT \
+	IQ2Z5SUM4; \
+	VPBROADCASTW (SI), X6; \
+	VCVTPH2PS    X6, X6; \
+	VMOVSS       BlockQ8K_D(DI), X7; \
+	VINSERTPS    $0x10, BlockQ8K_D(R11), X7, X7; \
+	VINSERTPS    $0x20, BlockQ8K_D(R12), X7, X7; \
+	VINSERTPS    $0x30, BlockQ8K_D(R13), X7, X7; \
+	VMULPS       X7, X6, X6; \
+	VMULPS       X5, X6, X6; \
+	VADDPS       X6, X13, X13
+
+// func dotIQ2XXSx4AVX512Asm(w *byte, y0, y1, y2, y3 *BlockQ8K, nb int, out *[4]float32)
+//
+// The four tokens' float sums are kept four wide, token t in lane t of
+// X13, and each lane sees DotIQ2XXS's float operations in its order. The
+// frame holds the block's sign bytes. This kernel is bound more by the
+// latency of a block's chain (lookup, products, fold) than by throughput,
+// so the next block is expanded before this one is folded: 8% faster.
+TEXT ·dotIQ2XXSx4AVX512Asm(SB), NOSPLIT, $32-56
+	MOVQ w+0(FP), SI
+	MOVQ y0+8(FP), DI
+	MOVQ y1+16(FP), R11
+	MOVQ y2+24(FP), R12
+	MOVQ y3+32(FP), R13
+	MOVQ nb+40(FP), CX
+	IQ2Z5SETUP
+	VXORPS X13, X13, X13 // sumf of each token
+	IQ2Z5BLOCK(0, 0)
+
+iq2z5x4loop:
+	VPXORD Z4, Z4, Z4
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z14, Z14, Z14
+	IQ2Z5X4(0, Z16)
+	IQ2Z5X4(1, Z20)
+	IQ2Z5X4(2, Z21)
+	IQ2Z5X4(3, Z22)
+	VPADDD Z14, Z4, Z4
+	VPADDD Z14, Z10, Z10
+	VPADDD Z14, Z11, Z11
+	VPADDD Z14, Z12, Z12
+
+	// Expand the next block (this one's signs and codes are used up)
+	// before folding this one, so that its lookup overlaps the fold.
+	DECQ CX
+	JZ   iq2z5x4last
+	IQ2Z5BLOCK(const_dotIQ2XXSBytes, 0)
+	IQ2Z5X4FLOAT
+	ADDQ $const_dotIQ2XXSBytes, SI
+	ADDQ $BlockQ8K__size, DI
+	ADDQ $BlockQ8K__size, R11
+	ADDQ $BlockQ8K__size, R12
+	ADDQ $BlockQ8K__size, R13
+	JMP  iq2z5x4loop
+
+iq2z5x4last:
+	IQ2Z5X4FLOAT
+
+	MOVL         $0x3e000000, AX // 0.125
+	VMOVD        AX, X1
+	VBROADCASTSS X1, X1
+	VMULPS       X1, X13, X13
+	MOVQ         out+48(FP), AX
+	VMOVUPS      X13, (AX)
+	VZEROUPPER
+	RET

@@ -1,0 +1,43 @@
+//go:build amd64 && !purego
+
+package quant
+
+// The AVX-512 (VNNI) kernels of the Q8_0 dot products. Each Go function
+// checks the row length as the reference does (a short row panics) and
+// hands the slices to its assembly body in dot_q8_avx512_amd64.s.
+//
+// Numerics: they return what the AVX2 kernels of dot_q8_amd64.go return,
+// bit for bit. The block sums are exact integers however they are formed,
+// the block terms (f16(d_w)·d_x)·Σ round as the reference's do, and the
+// terms are added in the AVX2 kernels' order: blocks b ≡ k mod 8 in float32
+// lane k, one group of eight after the other, the lanes summed as a tree and
+// the last len%8 blocks one by one, with the same operand order, so even
+// NaN payloads agree. So the bound of dot_q8_amd64.go holds, γ(len/8+10)
+// times Σ|terms| from the exact sum of the reference's terms, and the
+// four-token kernel gives each token the single-token result. The
+// precondition is the AVX2 kernels' too: activation codes in -127..127.
+// They need AVX512F, BW, VL and VNNI.
+
+// dotQ8_0AVX512 is the AVX-512 form of DotQ8_0.
+func dotQ8_0AVX512(w []byte, x []BlockQ8_0) float32 {
+	return dotQ8_0AVX512Asm(w[:len(x)*dotQ8_0Bytes], x)
+}
+
+// dotQ8_0x4AVX512 is the AVX-512 form of DotQ8_0x4; out[t] is bit for bit
+// dotQ8_0AVX512(w, xt).
+func dotQ8_0x4AVX512(w []byte, x0, x1, x2, x3 []BlockQ8_0, out *[4]float32) {
+	n := len(x0)
+	checkQ8_0x4(n, x1, x2, x3)
+	dotQ8_0x4AVX512Asm(w[:n*dotQ8_0Bytes], x0, x1, x2, x3, out)
+}
+
+// dotQ8_0AVX512Asm is DotQ8_0 for a row of exactly len(x) blocks.
+//
+//go:noescape
+func dotQ8_0AVX512Asm(w []byte, x []BlockQ8_0) float32
+
+// dotQ8_0x4AVX512Asm is DotQ8_0x4 for a row of exactly len(x0) blocks and
+// activations of len(x0) blocks each.
+//
+//go:noescape
+func dotQ8_0x4AVX512Asm(w []byte, x0, x1, x2, x3 []BlockQ8_0, out *[4]float32)
