@@ -159,10 +159,10 @@ type matJob struct {
 	own   []bool              // whether a product quantizes its inputs itself
 	q80   []quant.BlockQ8_0
 	q8k   []quant.BlockQ8K
-	quads []quadOut // each task's Q8_0x4 or IQ2XXSx4 results
+	quads []quadOut // each task's four-token kernel results
 }
 
-// quadOut holds one task's four Q8_0x4 or IQ2XXSx4 results. The kernels
+// quadOut holds one task's four results of a four-token kernel. The kernels
 // are called through function values, so a local array would escape to
 // the heap once per row; one per task, padded to a cache line so that
 // concurrent tasks do not share one, allocates nothing per call.
@@ -315,6 +315,15 @@ func (j *matJob) quantize(p *backends.Product, off int) {
 	}
 }
 
+// tailX4 is the number of tokens left after the groups of four that Run
+// applies to a Q2_K or IQ2_XXS row with one more four-token call, the
+// unused slot repeating the last activation. Measured in cache (quant's
+// BenchmarkDotx4Cached), one vector four-token call costs about 2.3 single
+// calls for Q2_K and 1.7 (AVX2) to 2.1 (AVX-512) for IQ2_XXS, so it pays
+// for three tokens but not always for two. The pure-Go four-token kernels
+// are four single calls, so they never take this path.
+const tailX4 = 3
+
 // Run computes the rows of task i for every input of its product.
 func (j *matJob) Run(i int) {
 	pi, _ := slices.BinarySearch(j.start, i+1)
@@ -325,11 +334,16 @@ func (j *matJob) Run(i int) {
 	off := j.off[pi]
 	r0 := (i - j.start[pi]) * rowsPerTask
 	r1 := min(rows, r0+rowsPerTask)
+	if p.N == 1 {
+		j.runOne(p, off, r0, r1)
+		return
+	}
+	tail := p.N%4 == tailX4 && j.k.Name != "go"
 	for r := r0; r < r1; r++ {
 		row := w.Data[r*w.RowBytes : (r+1)*w.RowBytes]
-		// Four tokens a call share the decoding of a Q8_0 or IQ2_XXS row,
-		// and the kernels give each token the bits the single-token one
-		// would, so prefill still matches decode exactly.
+		// Four tokens a call share the decoding of a Q8_0, Q2_K or IQ2_XXS
+		// row, and the kernels give each token the bits the single-token
+		// one would, so prefill still matches decode exactly.
 		t := 0
 		out := &j.quads[i].v
 		switch w.Type {
@@ -342,14 +356,26 @@ func (j *matJob) Run(i int) {
 					p.Dst[(t+u)*ds+r] = v
 				}
 			}
-		case quant.IQ2_XXS:
+		case quant.Q2_K, quant.IQ2_XXS:
+			x4 := j.k.Q2Kx4
+			if w.Type == quant.IQ2_XXS {
+				x4 = j.k.IQ2XXSx4
+			}
 			nb := cols / quant.QK_K
+			y := j.q8k[off : off+p.N*nb]
 			for ; t+4 <= p.N; t += 4 {
-				y := j.q8k[off+t*nb : off+(t+4)*nb]
-				j.k.IQ2XXSx4(row, y[:nb], y[nb:2*nb], y[2*nb:3*nb], y[3*nb:], out)
+				x4(row, y[t*nb:(t+1)*nb], y[(t+1)*nb:(t+2)*nb], y[(t+2)*nb:(t+3)*nb], y[(t+3)*nb:(t+4)*nb], out)
 				for u, v := range out {
 					p.Dst[(t+u)*ds+r] = v
 				}
+			}
+			if tail {
+				last := y[(t+2)*nb : (t+3)*nb]
+				x4(row, y[t*nb:(t+1)*nb], y[(t+1)*nb:(t+2)*nb], last, last, out)
+				for u, v := range out[:tailX4] {
+					p.Dst[(t+u)*ds+r] = v
+				}
+				t = p.N
 			}
 		}
 		for ; t < p.N; t++ {
@@ -375,6 +401,49 @@ func (j *matJob) Run(i int) {
 				v = j.k.F32(row, p.X[t*xs:t*xs+cols])
 			}
 			p.Dst[t*ds+r] = v
+		}
+	}
+}
+
+// runOne is Run for a product of one input, the decode case: the kernel
+// and the input are chosen once per task and each row is a kernel call
+// and a store, which matters at decode's hundreds of thousands of rows a
+// step. It gives the bits of the general loop.
+func (j *matJob) runOne(p *backends.Product, off, r0, r1 int) {
+	w := p.W
+	rb := w.RowBytes
+	data := w.Data[r0*rb : r1*rb]
+	dst := p.Dst[r0:r1]
+	switch w.Type {
+	case quant.Q8_0:
+		x := j.q80[off : off+w.Cols/32]
+		dot := j.k.Q8_0
+		for k := range dst {
+			dst[k] = dot(data[k*rb:(k+1)*rb], x)
+		}
+	case quant.Q2_K, quant.Q4_K, quant.IQ2_XXS:
+		y := j.q8k[off : off+w.Cols/quant.QK_K]
+		dot := j.k.Q2K
+		switch w.Type {
+		case quant.Q4_K:
+			dot = j.k.Q4K
+		case quant.IQ2_XXS:
+			dot = j.k.IQ2XXS
+		}
+		for k := range dst {
+			dst[k] = dot(data[k*rb:(k+1)*rb], y)
+		}
+	default:
+		x := p.X[:w.Cols]
+		dot := DotBF16
+		switch w.Type {
+		case quant.F16:
+			dot = j.k.F16
+		case quant.F32:
+			dot = j.k.F32
+		}
+		for k := range dst {
+			dst[k] = dot(data[k*rb:(k+1)*rb], x)
 		}
 	}
 }
