@@ -170,7 +170,7 @@ func TestMeasureSpeedAndParquet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sp.PrefillTPS <= 0 || sp.DecodeTPS <= 0 || sp.PrefillTokens != 8 || sp.DecodeTokens != 3 || ticks != 8+speedWarmup+3 {
+	if sp.PrefillTPS <= 0 || sp.PrefillFirstTPS <= 0 || sp.DecodeTPS <= 0 || sp.PrefillTokens != 8 || sp.DecodeTokens != 3 || ticks != 2*8+speedWarmup+3 {
 		t.Errorf("speed %+v, %d ticks", sp, ticks)
 	}
 	if _, err := MeasureSpeed(context.Background(), m, be, 0, 3, nil); err == nil {

@@ -121,7 +121,7 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		var bar *progress.Bar
 		tick := func(int) {}
 		if !*noProgress {
-			bar = progress.New(stderr, "ds4-bench: prefill+decode", int64(*prefill+*decode+4), " tok")
+			bar = progress.New(stderr, "ds4-bench: prefill+decode", int64(2**prefill+*decode+4), " tok")
 			tick = func(n int) { bar.Add(int64(n)) }
 		}
 		sp, err = harness.MeasureSpeed(ctx, m, be, *prefill, *decode, tick)
@@ -211,6 +211,6 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 		if r.PrefillLimitVNNITPS > 0 {
 			fmt.Fprintf(w, " (%.3f of the VNNI one)", r.PrefillFractionVNNI)
 		}
-		fmt.Fprintf(w, " (%d tokens)\n", r.PrefillTokens)
+		fmt.Fprintf(w, " (%d tokens; the session's first prefill ran at %.3f tok/s)\n", r.PrefillTokens, r.PrefillFirstTPS)
 	}
 }
