@@ -353,11 +353,14 @@ func MeasureSpeed(ctx context.Context, m *engine.Model, be backends.Backend, pre
 		tick = func(int) {}
 	}
 	sp := Speed{PrefillTokens: int64(prefill), DecodeTokens: int64(decode)}
-	// The first prefill of a session allocates and first touches the
-	// chunk's scratch buffers (about 0.9 MB a token on Flash): on the
-	// 2-layer Flash slice a 256-token first prefill ran at 63 tok/s and
-	// the second at 110. The second, on the reset session, is the steady
-	// state the fraction is taken of; the first is reported beside it.
+	// The first prefill of a process is slow: on the 2-layer Flash slice
+	// a 256-token one ran at 64–67 tok/s and the next ones at 110–117.
+	// Its profile puts the difference in the routed-expert kernels (2.5–3×
+	// their later time), which touch most experts' pages for the first
+	// time; the first prefill of a later session ran at about 100, paying
+	// only for allocating its scratch buffers. The second prefill, on the
+	// reset session, is the steady state the fraction is taken of; the
+	// first is reported beside it.
 	start := time.Now()
 	if err := s.Prefill(toks[:prefill]); err != nil {
 		return sp, fmt.Errorf("harness: roofline: prefill: %w", err)
