@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/quant"
@@ -39,7 +40,53 @@ type work struct {
 	n       int64
 	workers int64
 	next    atomic.Int64
-	done    sync.WaitGroup // helpers asked to join
+	left    atomic.Int64   // helpers asked to join that have not finished
+	done    sync.WaitGroup // the same helpers, for a caller that stops spinning
+}
+
+// spinWait is how long an idle helper polls for the next job before it
+// parks, and how long a caller polls for its helpers to finish before it
+// blocks. Decode runs about 20 jobs a step with serial work of some
+// 100 µs between them: a parked helper costs the caller a futex wake-up
+// per job and starts late, and a parked caller costs the last helper a
+// wake-up. Polling through such gaps burns at most this much of an
+// otherwise idle core per job.
+const spinWait = 200 * time.Microsecond
+
+// finish marks one helper of w as done.
+func (w *work) finish() {
+	w.left.Add(-1)
+	w.done.Done()
+}
+
+// wait returns once every helper of w has finished, polling for up to
+// spinWait before blocking.
+func (w *work) wait() {
+	deadline := time.Now().Add(spinWait)
+	for i := 1; w.left.Load() > 0; i++ {
+		if i%64 == 0 && time.Now().After(deadline) {
+			break
+		}
+	}
+	w.done.Wait()
+}
+
+// nextWork returns the next job sent to the helpers, polling for up to
+// spinWait before blocking, and false once the backend is closed.
+func (b *Backend) nextWork() (*work, bool) {
+	deadline := time.Now().Add(spinWait)
+	for i := 1; ; i++ {
+		select {
+		case w, ok := <-b.wake:
+			return w, ok
+		default:
+		}
+		if i%64 == 0 && time.Now().After(deadline) {
+			break
+		}
+	}
+	w, ok := <-b.wake
+	return w, ok
 }
 
 // guidedShare sets the length of a claimed run: what is left divided by
@@ -85,9 +132,13 @@ func NewWithKernels(workers int, k quant.Kernels) *Backend {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			for w := range b.wake {
+			for {
+				w, ok := b.nextWork()
+				if !ok {
+					return
+				}
 				w.drain()
-				w.done.Done()
+				w.finish()
 			}
 		}()
 	}
@@ -124,6 +175,7 @@ func (b *Backend) Parallel(n int, t backends.Task) {
 	helpers := min(b.workers-1, n-1)
 	w.t, w.n, w.workers = t, int64(n), int64(helpers+1)
 	w.next.Store(0)
+	w.left.Store(int64(helpers))
 	w.done.Add(helpers)
 	for range helpers {
 		b.wake <- w
@@ -137,13 +189,13 @@ func (b *Backend) Parallel(n int, t backends.Task) {
 		select {
 		case o := <-b.wake:
 			o.drain()
-			o.done.Done()
+			o.finish()
 			continue
 		default:
 		}
 		break
 	}
-	w.done.Wait()
+	w.wait()
 	w.t = nil
 	b.works.Put(w)
 }
