@@ -203,15 +203,16 @@ func (b *Backend) Parallel(n int, t backends.Task) {
 // matJob is one batch of matrix products: the products, their quantized
 // inputs and the split of their rows into tasks of rowsPerTask rows.
 type matJob struct {
-	k     *quant.Kernels
-	ps    []backends.Product
-	one   [1]backends.Product // MatMul's product, so it allocates nothing
-	start []int               // first task of each product, then the total
-	off   []int               // first quantized block of each product's inputs
-	own   []bool              // whether a product quantizes its inputs itself
-	q80   []quant.BlockQ8_0
-	q8k   []quant.BlockQ8K
-	quads []quadOut // each task's four-token kernel results
+	k      *quant.Kernels
+	ps     []backends.Product
+	one    [1]backends.Product // MatMul's product, so it allocates nothing
+	start  []int               // first task of each product, then the total
+	off    []int               // first quantized block of each product's inputs
+	own    []bool              // whether a product quantizes its inputs itself
+	qstart []int               // first owned input of each product, then the total
+	q80    []quant.BlockQ8_0
+	q8k    []quant.BlockQ8K
+	quads  []quadOut // each task's four-token kernel results
 }
 
 // quadOut holds one task's four results of a four-token kernel. The kernels
@@ -340,30 +341,62 @@ func (b *Backend) run(j *matJob, ps []backends.Product) {
 	j.quads = grow(j.quads, tasks)
 	j.q80 = grow(j.q80, n80)
 	j.q8k = grow(j.q8k, n8k)
+	// Each input a product owns is quantized once, on the workers when
+	// there are enough of them to repay the extra job (a prefill chunk's
+	// inputs: about a fifth of the caller's serial work otherwise).
+	j.qstart = append(j.qstart[:0], 0)
+	var elems int
 	for i := range ps {
+		n := 0
 		if j.own[i] {
-			j.quantize(&ps[i], j.off[i])
+			n = ps[i].N
+			elems += n * ps[i].W.Cols
+		}
+		j.qstart = append(j.qstart, j.qstart[i]+n)
+	}
+	if nq := j.qstart[len(ps)]; nq > 1 && elems >= parallelQuantizeElems {
+		b.Parallel(nq, (*quantTasks)(j))
+	} else {
+		for i := range ps {
+			if j.own[i] {
+				for t := range ps[i].N {
+					j.quantize(&ps[i], j.off[i], t)
+				}
+			}
 		}
 	}
 	b.Parallel(tasks, j)
 	j.ps = nil
 }
 
-// quantize quantizes the inputs of p into the blocks from off on.
-func (j *matJob) quantize(p *backends.Product, off int) {
+// parallelQuantizeElems is the number of activation elements from which a
+// batch quantizes its inputs in parallel: four tokens of the model width.
+const parallelQuantizeElems = 4 * 4096
+
+// quantTasks is a matJob whose task i quantizes the i-th input the batch
+// owns (qstart numbers them product by product).
+type quantTasks matJob
+
+// Run quantizes input i.
+func (q *quantTasks) Run(i int) {
+	j := (*matJob)(q)
+	pi, _ := slices.BinarySearch(j.qstart, i+1)
+	pi--
+	j.quantize(&j.ps[pi], j.off[pi], i-j.qstart[pi])
+}
+
+// quantize quantizes input t of p into its blocks, those of input 0
+// starting at off.
+func (j *matJob) quantize(p *backends.Product, off, t int) {
 	cols := p.W.Cols
 	xs := stride(p.XStride, cols)
 	switch kindOf(p.W.Type) {
 	case actQ8_0:
 		nb := cols / 32
-		for t := range p.N {
-			quant.QuantizeQ8_0(p.X[t*xs:t*xs+cols], j.q80[off+t*nb:off+(t+1)*nb])
-		}
+		quant.QuantizeQ8_0(p.X[t*xs:t*xs+cols], j.q80[off+t*nb:off+(t+1)*nb])
 	case actQ8K:
 		nb := cols / quant.QK_K
-		for t := range p.N {
-			quant.QuantizeQ8K(p.X[t*xs:t*xs+cols], j.q8k[off+t*nb:off+(t+1)*nb])
-		}
+		quant.QuantizeQ8K(p.X[t*xs:t*xs+cols], j.q8k[off+t*nb:off+(t+1)*nb])
 	}
 }
 

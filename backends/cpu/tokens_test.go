@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/quant"
 )
 
@@ -41,5 +42,32 @@ func TestMatMulTokenCounts(t *testing.T) {
 				be.Close()
 			}
 		})
+	}
+}
+
+// TestMatMulParallelQuantize covers batches large enough to quantize their
+// inputs on the workers (parallelQuantizeElems): a batch of two products
+// of different activation kinds, one of them strided, against one MatVec
+// per input, bit for bit.
+func TestMatMulParallelQuantize(t *testing.T) {
+	const cols, rows, n = 4096, 7, 5
+	require.GreaterOrEqual(t, n*cols, parallelQuantizeElems)
+	a := testMatrix(t, quant.Q8_0, cols, rows, 1, 31)
+	b := testMatrix(t, quant.IQ2_XXS, cols, rows, 1, 32)
+	x := randVec(newRand(33), 2*n*cols, 1) // b reads every other row of x
+	be := New(2)
+	defer be.Close()
+	gotA := make([]float32, n*rows)
+	gotB := make([]float32, n*rows)
+	be.MatMulBatch([]backends.Product{
+		{Dst: gotA, W: a, X: x[:n*cols], N: n},
+		{Dst: gotB, W: b, X: x, N: n, XStride: 2 * cols},
+	})
+	want := make([]float32, rows)
+	for tok := range n {
+		be.MatVec(want, a, x[tok*cols:(tok+1)*cols])
+		require.Equal(t, bitsOf(want), bitsOf(gotA[tok*rows:(tok+1)*rows]), "Q8_0 token %d", tok)
+		be.MatVec(want, b, x[2*tok*cols:(2*tok+1)*cols])
+		require.Equal(t, bitsOf(want), bitsOf(gotB[tok*rows:(tok+1)*rows]), "IQ2_XXS token %d", tok)
 	}
 }
