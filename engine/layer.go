@@ -85,13 +85,8 @@ func (s *Session) attention(il int, toks []int, pos0 int) {
 	m, p, sc, be := s.m, s.m.Params, s.s, s.be
 	l := &m.Layers[il]
 	n := len(toks)
-	hcd, mix := p.HC*p.Embd, p.HCMix()
 	s.hcMixes(l.HCAttnFn, n)
-	for i := range n {
-		be.HCPre(sc.in[i*p.Embd:(i+1)*p.Embd], sc.post[i*p.HC:(i+1)*p.HC], sc.comb[i*p.HC*p.HC:(i+1)*p.HC*p.HC],
-			sc.X[i*hcd:(i+1)*hcd], sc.mixes[i*mix:(i+1)*mix], s.hc(l.HCAttnScale, l.HCAttnBase))
-		be.RMSNorm(sc.a[i*p.Embd:(i+1)*p.Embd], sc.in[i*p.Embd:(i+1)*p.Embd], l.AttnNorm, p.RMSEps)
-	}
+	s.eachToken(stepAttnPre, l, n, 0)
 	a := sc.a[:n*p.Embd]
 	// Every projection of a is one parallel job sharing one quantization
 	// of a; those of the normalized qa are a second one.
@@ -312,13 +307,8 @@ func (s *Session) ffn(il int, toks []int) {
 	m, p, sc, be := s.m, s.m.Params, s.s, s.be
 	l := &m.Layers[il]
 	n := len(toks)
-	hcd, mix := p.HC*p.Embd, p.HCMix()
 	s.hcMixes(l.HCFFNFn, n)
-	for i := range n {
-		be.HCPre(sc.in[i*p.Embd:(i+1)*p.Embd], sc.post[i*p.HC:(i+1)*p.HC], sc.comb[i*p.HC*p.HC:(i+1)*p.HC*p.HC],
-			sc.X[i*hcd:(i+1)*hcd], sc.mixes[i*mix:(i+1)*mix], s.hc(l.HCFFNScale, l.HCFFNBase))
-		be.RMSNorm(sc.a[i*p.Embd:(i+1)*p.Embd], sc.in[i*p.Embd:(i+1)*p.Embd], l.FFNNorm, p.RMSEps)
-	}
+	s.eachToken(stepFFNPre, l, n, 0)
 	f := sc.a[:n*p.Embd]
 	shared := p.ExpertFF * p.SharedExperts
 	// The router and the shared expert's gate and up read the same
@@ -363,9 +353,7 @@ func (s *Session) ffn(il int, toks []int) {
 			backends.Product{Dst: sc.u[j*ff : (j+c)*ff], W: l.UpExps.Expert(e), X: x, N: c})
 	}
 	be.MatMulBatch(ps)
-	for j, slot := range sc.order[:n*k] {
-		be.SwiGLU(sc.mid[j*ff:(j+1)*ff], sc.g[j*ff:(j+1)*ff], sc.u[j*ff:(j+1)*ff], clamp, sc.wt[slot])
-	}
+	s.eachToken(stepSwiGLU, l, n*k, clamp)
 	if s.opt.Experts != nil {
 		for slot, e := range sc.sel[:n*k] {
 			j := sc.posOf[slot]

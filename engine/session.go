@@ -58,8 +58,9 @@ type Session struct {
 	layers []layerState
 	logits []float32
 	s      *scratch
-	one    [1]int // Decode's token, so decoding allocates nothing
-	chunk  int    // tokens per prefill chunk (PrefillChunk; benchmarks vary it)
+	one    [1]int    // Decode's token, so decoding allocates nothing
+	chunk  int       // tokens per prefill chunk (PrefillChunk; benchmarks vary it)
+	tw     tokenWork // the per-token steps' parallel job (tokens.go)
 
 	// observeSteer, when set (by tests), sees each sublayer output row
 	// before and after a steering edit.
@@ -263,20 +264,11 @@ func (s *Session) head(dst, x []float32) {
 func (s *Session) hcMixes(fn backends.Matrix, n int) {
 	p, sc := s.m.Params, s.s
 	hcd := p.HC * p.Embd
-	for i := range n {
-		s.be.RMSNorm(sc.flat[i*hcd:(i+1)*hcd], sc.X[i*hcd:(i+1)*hcd], nil, p.RMSEps)
-	}
+	s.eachToken(stepHCNorm, nil, n, 0)
 	s.be.MatMul(sc.mixes[:n*p.HCMix()], fn, sc.flat[:n*hcd], n)
 }
 
 // hcPostAll applies HC_POST to every token: X = y·post + comb·X.
 func (s *Session) hcPostAll(n int) {
-	p, sc := s.m.Params, s.s
-	hcd := p.HC * p.Embd
-	for i := range n {
-		x := sc.X[i*hcd : (i+1)*hcd]
-		tmp := sc.flat[:hcd]
-		s.be.HCPost(tmp, x, sc.y[i*p.Embd:(i+1)*p.Embd], sc.post[i*p.HC:(i+1)*p.HC], sc.comb[i*p.HC*p.HC:(i+1)*p.HC*p.HC], p.HC)
-		copy(x, tmp)
-	}
+	s.eachToken(stepHCPost, nil, n, 0)
 }
