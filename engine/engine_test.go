@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"math"
+	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -241,5 +243,30 @@ func TestOpenDefault(t *testing.T) {
 	require.Empty(t, opened, "the built-in tiny model")
 	require.Equal(t, layout.Tiny().Layers, m.Params.Layers)
 	_, _, err = OpenDefault("missing.gguf")
+	require.Error(t, err)
+}
+
+// TestOpenInMemory checks that a model read into memory of its own gives
+// the logits of the same file mapped, bit for bit.
+func TestOpenInMemory(t *testing.T) {
+	p := layout.Tiny()
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	_, err := synth.WriteFile(path, synth.Options{Params: p, Recipe: layout.RecipeQ2, Seed: 5})
+	require.NoError(t, err)
+	be := cpu.New(2)
+	defer be.Close()
+	var logits [2][]float32
+	for i, open := range []func(string) (*Model, error){Open, OpenInMemory} {
+		m, err := open(path)
+		require.NoError(t, err)
+		s, err := NewSession(m, be, Options{Context: 64})
+		require.NoError(t, err)
+		require.NoError(t, s.Prefill(testTokens(20, p.Vocab)))
+		require.NoError(t, s.Decode(7))
+		logits[i] = slices.Clone(s.Logits())
+		require.NoError(t, m.File.Close())
+	}
+	require.Equal(t, logits[0], logits[1])
+	_, err = OpenInMemory(filepath.Join(t.TempDir(), "missing.gguf"))
 	require.Error(t, err)
 }

@@ -12,8 +12,14 @@ import (
 
 // Open maps the DS4 GGUF at path and binds it; Close the model's File when
 // done.
-func Open(path string) (*Model, error) {
-	f, err := gguf.Open(path)
+func Open(path string) (*Model, error) { return open(path, gguf.Open) }
+
+// OpenInMemory reads the DS4 GGUF at path into memory of its own
+// (gguf.ReadFile) and binds it; Close the model's File when done.
+func OpenInMemory(path string) (*Model, error) { return open(path, gguf.ReadFile) }
+
+func open(path string, read func(string) (*gguf.File, error)) (*Model, error) {
+	f, err := read(path)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -32,7 +38,11 @@ const DefaultModel = "ds4flash.gguf"
 // OpenDefault opens path, or ./DefaultModel when path is empty and that
 // file exists, or else the built-in tiny model; it returns the path it
 // opened, "" for the tiny model.
-func OpenDefault(path string) (*Model, string, error) {
+func OpenDefault(path string) (*Model, string, error) { return OpenDefaultWith(path, Open) }
+
+// OpenDefaultWith is OpenDefault opening a file with open (Open or
+// OpenInMemory).
+func OpenDefaultWith(path string, open func(string) (*Model, error)) (*Model, string, error) {
 	if path == "" {
 		if _, err := os.Stat(DefaultModel); err == nil {
 			path = DefaultModel
@@ -42,7 +52,7 @@ func OpenDefault(path string) (*Model, string, error) {
 		m, err := OpenTiny()
 		return m, "", err
 	}
-	m, err := Open(path)
+	m, err := open(path)
 	return m, path, err
 }
 

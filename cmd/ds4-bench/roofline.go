@@ -46,6 +46,7 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	decode := fs.Int("decode", 16, "tokens decoded after the prefill (and 4 untimed ones) to measure decode speed")
 	noSpeed := fs.Bool("no-speed", false, "skip measuring the model's speed")
 	lock := fs.Bool("lock", true, "pin the weights in memory (mlock) while measuring the model's speed")
+	inMemory := fs.Bool("in-memory", false, "read the model into memory of its own with huge pages instead of mapping the file")
 	parquetDir := fs.String("parquet", "", "write the run as Parquet under DIR/roofline/…")
 	hash := fs.String("hash", string(harness.HashQuick), "model fingerprint in the run metadata: sha256, quick or none")
 	noProgress := fs.Bool("no-progress", false, "no progress lines on stderr")
@@ -67,7 +68,11 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case !*noSpeed && (*prefill <= 0 || *decode <= 0):
 		return usageError{errors.New("roofline: --prefill and --decode must be positive")}
 	}
-	m, modelPath, err := engine.OpenDefault(*model)
+	open := engine.Open
+	if *inMemory {
+		open = engine.OpenInMemory
+	}
+	m, modelPath, err := engine.OpenDefaultWith(*model, open)
 	if err != nil {
 		return err
 	}
@@ -87,6 +92,9 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	meta.Notes = "kernels=" + be.Kernels().Name
+	if *inMemory {
+		meta.Notes += " in-memory"
+	}
 	parts, err := harness.DecodeTraffic(m.File, m.Params)
 	if err != nil {
 		return err

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/engine/synth"
 	"github.com/ds4-go/ds4/harness"
 )
 
@@ -66,4 +68,18 @@ func TestRooflineUsage(t *testing.T) {
 		require.Equal(t, 2, run(context.Background(), tc.args, &out, &errOut), "%v: %s", tc.args, errOut.String())
 		require.Contains(t, errOut.String(), tc.want, tc.args)
 	}
+}
+
+// TestRooflineInMemory runs the roofline on a GGUF read into memory of its
+// own (--in-memory) and checks the run says so.
+func TestRooflineInMemory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	_, err := synth.WriteFile(path, synth.Options{Params: layout.Tiny(), Recipe: layout.RecipeQ2, Seed: 1})
+	require.NoError(t, err)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"roofline", "-m", path, "--in-memory", "--buffer-mb", "8", "--min-time", "10ms", "--trials", "1",
+		"--prefill", "4", "--decode", "2", "-t", "2", "--no-progress"}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	require.Contains(t, out.String(), "in-memory")
+	require.Contains(t, out.String(), "of the speed of light")
 }

@@ -93,32 +93,39 @@ func TestRoundTrip(t *testing.T) {
 	require.Equal(t, uint64(256*2*3), ti.Elements())
 }
 
-func TestOpenMapsFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "m.gguf")
-	kv := append(sampleKV(), KV{AlignmentKey, Uint32(64)})
-	require.NoError(t, os.WriteFile(path, writeSample(t, kv), 0o644))
-	f, err := Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	require.Equal(t, uint64(64), f.Alignment)
-	ti, ok := f.Tensor("q8.weight")
-	require.True(t, ok)
-	require.Zero(t, (f.DataOffset+ti.Offset)%64)
-	require.Equal(t, bytes.Repeat([]byte{3}, 2*2*34), f.TensorData(ti))
-	v, ok := f.Value("tokens")
-	require.True(t, ok)
-	a, _ := v.Array()
-	s, _ := a.Strings()
-	require.Equal(t, "Ġthe", s[2])
-	require.NoError(t, f.Close())
-	require.NoError(t, f.Close(), "second Close is a no-op")
+func TestOpenAndReadFile(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(string) (*File, error)
+	}{{"Open", Open}, {"ReadFile", ReadFile}} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m.gguf")
+			kv := append(sampleKV(), KV{AlignmentKey, Uint32(64)})
+			require.NoError(t, os.WriteFile(path, writeSample(t, kv), 0o644))
+			f, err := tc.open(path)
+			require.NoError(t, err)
+			defer f.Close()
+			require.Equal(t, uint64(64), f.Alignment)
+			ti, ok := f.Tensor("q8.weight")
+			require.True(t, ok)
+			require.Zero(t, (f.DataOffset+ti.Offset)%64)
+			require.Equal(t, bytes.Repeat([]byte{3}, 2*2*34), f.TensorData(ti))
+			v, ok := f.Value("tokens")
+			require.True(t, ok)
+			a, _ := v.Array()
+			s, _ := a.Strings()
+			require.Equal(t, "Ġthe", s[2])
+			require.NoError(t, f.Close())
+			require.NoError(t, f.Close(), "second Close is a no-op")
 
-	_, err = Open(filepath.Join(t.TempDir(), "missing.gguf"))
-	require.Error(t, err)
-	short := filepath.Join(t.TempDir(), "short.gguf")
-	require.NoError(t, os.WriteFile(short, []byte("GGUF"), 0o644))
-	_, err = Open(short)
-	require.ErrorIs(t, err, ErrTruncated)
+			_, err = tc.open(filepath.Join(t.TempDir(), "missing.gguf"))
+			require.Error(t, err)
+			short := filepath.Join(t.TempDir(), "short.gguf")
+			require.NoError(t, os.WriteFile(short, []byte("GGUF"), 0o644))
+			_, err = tc.open(short)
+			require.ErrorIs(t, err, ErrTruncated)
+		})
+	}
 }
 
 func TestValueAccessors(t *testing.T) {

@@ -15,3 +15,6 @@ func File(fd *os.File, size int) ([]byte, func() error, error) {
 	}
 	return data, func() error { return nil }, nil
 }
+
+// Read reads the whole file into memory.
+func Read(fd *os.File, size int) ([]byte, func() error, error) { return File(fd, size) }
