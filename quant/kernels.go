@@ -45,21 +45,22 @@ func checkQ8_0x4(n int, x1, x2, x3 []BlockQ8_0) {
 // DotQ2Kx4 sets out[t] to DotQ2K(w, yt) for four activations of the same
 // length; it panics if their lengths differ.
 func DotQ2Kx4(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) {
-	checkQ8Kx4(len(y0), y1, y2, y3)
-	out[0] = DotQ2K(w, y0)
-	out[1] = DotQ2K(w, y1)
-	out[2] = DotQ2K(w, y2)
-	out[3] = DotQ2K(w, y3)
+	dotQ8Kx4(DotQ2K, w, y0, y1, y2, y3, out)
 }
 
 // DotIQ2XXSx4 sets out[t] to DotIQ2XXS(w, yt) for four activations of
 // the same length; it panics if their lengths differ.
 func DotIQ2XXSx4(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) {
+	dotQ8Kx4(DotIQ2XXS, w, y0, y1, y2, y3, out)
+}
+
+// dotQ8Kx4 sets out[t] to dot(w, yt) after checking the lengths.
+func dotQ8Kx4(dot func([]byte, []BlockQ8K) float32, w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) {
 	checkQ8Kx4(len(y0), y1, y2, y3)
-	out[0] = DotIQ2XXS(w, y0)
-	out[1] = DotIQ2XXS(w, y1)
-	out[2] = DotIQ2XXS(w, y2)
-	out[3] = DotIQ2XXS(w, y3)
+	out[0] = dot(w, y0)
+	out[1] = dot(w, y1)
+	out[2] = dot(w, y2)
+	out[3] = dot(w, y3)
 }
 
 // checkQ8Kx4 panics unless y1, y2 and y3 have n blocks each.
