@@ -212,7 +212,9 @@ func TestDecodeAllocatesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	require.Zero(t, allocs)
+	if !raceEnabled {
+		require.Zero(t, allocs)
+	}
 }
 
 func TestTopLogprobs(t *testing.T) {

@@ -140,7 +140,9 @@ func TestSteeringPrefillMatchesDecode(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	require.Zero(t, allocs)
+	if !raceEnabled {
+		require.Zero(t, allocs)
+	}
 }
 
 // TestSteeringValidate checks the length and scale checks.
