@@ -82,29 +82,34 @@ func QuantizeQ8K(x []float32, dst []BlockQ8K) {
 func QuantizeQ8_0(x []float32, dst []BlockQ8_0) {
 	nb := (len(x) + 31) / 32
 	dst = dst[:nb]
-	for b := range dst {
-		xb := x[b*32 : min(b*32+32, len(x))]
-		y := &dst[b]
-
-		// A plain comparison rather than the max builtin: like upstream's
-		// C, it skips NaNs instead of propagating them.
-		var amax float32
-		for _, v := range xb {
-			if a := actAbs(v); a > amax {
-				amax = a
-			}
-		}
-		d := amax / 127
-		var id float32
-		if d != 0 {
-			id = 1 / d
-		}
-		y.D = d
-		for j, v := range xb {
-			y.Qs[j] = actRoundI8(v * id)
-		}
-		clear(y.Qs[len(xb):])
+	// Whole blocks go to the SIMD form where there is one; it does the
+	// same float32 operations and rounds the same way, so the bits match.
+	full := len(x) / 32
+	for b := quantizeQ8_0Full(x[:32*full], dst[:full]); b < nb; b++ {
+		quantizeQ8_0Act(x[b*32:min(b*32+32, len(x))], &dst[b])
 	}
+}
+
+// quantizeQ8_0Act quantizes the up to 32 values of xb into y.
+func quantizeQ8_0Act(xb []float32, y *BlockQ8_0) {
+	// A plain comparison rather than the max builtin: like upstream's C,
+	// it skips NaNs instead of propagating them.
+	var amax float32
+	for _, v := range xb {
+		if a := actAbs(v); a > amax {
+			amax = a
+		}
+	}
+	d := amax / 127
+	var id float32
+	if d != 0 {
+		id = 1 / d
+	}
+	y.D = d
+	for j, v := range xb {
+		y.Qs[j] = actRoundI8(v * id)
+	}
+	clear(y.Qs[len(xb):])
 }
 
 // actAbs returns |v| by clearing the sign bit.

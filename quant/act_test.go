@@ -293,3 +293,49 @@ func TestQuantizeQ8_0Random(t *testing.T) {
 
 // absF32 returns |v|.
 func absF32(v float32) float32 { return float32(math.Abs(float64(v))) }
+
+// TestQuantizeQ8_0WholeBlocks holds QuantizeQ8_0 on whole blocks (the SIMD
+// form where the CPU has one) to quantizeQ8_0Act, the per-block Go code,
+// bit for bit: random blocks over a wide range of scales, exact ties, the
+// ties-to-even cases of TestQuantizeQ8_0 filled out to 32 values, zero
+// and negative-zero blocks, subnormals and single spikes.
+func TestQuantizeQ8_0WholeBlocks(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	var blocks [][32]float32
+	ties := [32]float32{127, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 126.5, 3.5, -3.5, -126.5, 63.5, -63.5}
+	blocks = append(blocks, ties, [32]float32{}, [32]float32{0: float32(math.Copysign(0, -1))})
+	var sub, spike [32]float32
+	for i := range sub {
+		sub[i] = math.Float32frombits(uint32(i + 1)) // subnormal
+		spike[i] = float32(i%3) * 1e-3
+	}
+	spike[17] = -4e4
+	blocks = append(blocks, sub, spike)
+	for range 500 {
+		var b [32]float32
+		scale := math.Pow(10, float64(r.IntN(16)-8))
+		for i := range b {
+			b[i] = float32(r.NormFloat64() * scale)
+		}
+		if r.IntN(4) == 0 { // integers up to ±127 with amax 127: exact ties after scaling
+			for i := range b {
+				b[i] = float32(r.IntN(255)-127) + 0.5*float32(r.IntN(2))
+			}
+			b[r.IntN(32)] = 127
+		}
+		blocks = append(blocks, b)
+	}
+	x := make([]float32, 0, 32*len(blocks))
+	for _, b := range blocks {
+		x = append(x, b[:]...)
+	}
+	got := make([]BlockQ8_0, len(blocks))
+	QuantizeQ8_0(x, got)
+	for i := range blocks {
+		var want BlockQ8_0
+		quantizeQ8_0Act(blocks[i][:], &want)
+		require.Equal(t, math.Float32bits(want.D), math.Float32bits(got[i].D), "block %d: d", i)
+		require.Equal(t, want.Qs, got[i].Qs, "block %d: codes", i)
+	}
+	require.Equal(t, q8Pad32(127, 0, 2, 2, 0, -2, -2, 126, 4, -4, -126, 64, -64), got[0].Qs[:])
+}

@@ -313,12 +313,28 @@ func BenchmarkQuantizeQ8K(b *testing.B) {
 	benchSinkF32 = y[0].D
 }
 
+// BenchmarkQuantizeQ8_0 compares the per-block Go code (impl=go) with
+// QuantizeQ8_0 (impl=best: the SIMD form where the CPU has one).
 func BenchmarkQuantizeQ8_0(b *testing.B) {
 	x := benchVector()
 	y := make([]BlockQ8_0, len(x)/32)
-	b.SetBytes(int64(4 * len(x)))
-	for b.Loop() {
-		QuantizeQ8_0(x, y)
+	for _, impl := range []struct {
+		name string
+		run  func()
+	}{
+		{"go", func() {
+			for i := range y {
+				quantizeQ8_0Act(x[32*i:32*i+32], &y[i])
+			}
+		}},
+		{"best", func() { QuantizeQ8_0(x, y) }},
+	} {
+		b.Run("impl="+impl.name, func(b *testing.B) {
+			b.SetBytes(int64(4 * len(x)))
+			for b.Loop() {
+				impl.run()
+			}
+			benchSinkF32 = y[0].D
+		})
 	}
-	benchSinkF32 = y[0].D
 }

@@ -1,0 +1,25 @@
+//go:build amd64 && !purego
+
+package quant
+
+import "golang.org/x/sys/cpu"
+
+// hasActAVX2 reports whether quantizeQ8_0AVX2 can run.
+var hasActAVX2 = cpu.X86.HasAVX2
+
+// quantizeQ8_0Full quantizes the len(dst) whole blocks of x with AVX2 and
+// returns how many it did: all of them, or none without AVX2.
+func quantizeQ8_0Full(x []float32, dst []BlockQ8_0) int {
+	if !hasActAVX2 || len(dst) == 0 {
+		return 0
+	}
+	x = x[:32*len(dst)]
+	quantizeQ8_0AVX2(&x[0], &dst[0], len(dst))
+	return len(dst)
+}
+
+// quantizeQ8_0AVX2 quantizes nb blocks of 32 floats at x into dst, as
+// quantizeQ8_0Block does for a whole block (nb > 0).
+//
+//go:noescape
+func quantizeQ8_0AVX2(x *float32, dst *BlockQ8_0, nb int)
