@@ -361,26 +361,22 @@ func MeasureSpeed(ctx context.Context, m *engine.Model, be backends.Backend, pre
 	// only for allocating its scratch buffers. The second prefill, on the
 	// reset session, is the steady state the fraction is taken of; the
 	// first is reported beside it.
-	start := time.Now()
-	if err := s.Prefill(toks[:prefill]); err != nil {
-		return sp, fmt.Errorf("harness: roofline: prefill: %w", err)
+	for _, tps := range []*float64{&sp.PrefillFirstTPS, &sp.PrefillTPS} {
+		s.Reset()
+		start := time.Now()
+		if err := s.Prefill(toks[:prefill]); err != nil {
+			return sp, fmt.Errorf("harness: roofline: prefill: %w", err)
+		}
+		*tps = float64(prefill) / time.Since(start).Seconds()
+		tick(prefill)
 	}
-	sp.PrefillFirstTPS = float64(prefill) / time.Since(start).Seconds()
-	tick(prefill)
-	s.Reset()
-	start = time.Now()
-	if err := s.Prefill(toks[:prefill]); err != nil {
-		return sp, fmt.Errorf("harness: roofline: prefill: %w", err)
-	}
-	sp.PrefillTPS = float64(prefill) / time.Since(start).Seconds()
-	tick(prefill)
 	for _, t := range toks[prefill : prefill+speedWarmup] {
 		if err := s.Decode(t); err != nil {
 			return sp, fmt.Errorf("harness: roofline: decode: %w", err)
 		}
 		tick(1)
 	}
-	start = time.Now()
+	start := time.Now()
 	for _, t := range toks[prefill+speedWarmup:] {
 		if err := ctx.Err(); err != nil {
 			return sp, fmt.Errorf("harness: roofline: %w", err)

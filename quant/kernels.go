@@ -20,10 +20,17 @@ type Kernels struct {
 	F32      func(w []byte, x []float32) float32
 }
 
+// genericName is the Name of the pure-Go kernel set.
+const genericName = "go"
+
 // GenericKernels returns the pure-Go reference kernels of dot.go.
 func GenericKernels() Kernels {
-	return Kernels{Name: "go", Q8_0: DotQ8_0, Q8_0x4: DotQ8_0x4, Q2K: DotQ2K, Q2Kx4: DotQ2Kx4, Q4K: DotQ4K, IQ2XXS: DotIQ2XXS, IQ2XXSx4: DotIQ2XXSx4, F16: DotF16, F32: DotF32}
+	return Kernels{Name: genericName, Q8_0: DotQ8_0, Q8_0x4: DotQ8_0x4, Q2K: DotQ2K, Q2Kx4: DotQ2Kx4, Q4K: DotQ4K, IQ2XXS: DotIQ2XXS, IQ2XXSx4: DotIQ2XXSx4, F16: DotF16, F32: DotF32}
 }
+
+// Generic reports whether k is the pure-Go set, whose four-token kernels
+// are four single-token calls.
+func (k Kernels) Generic() bool { return k.Name == genericName }
 
 // DotQ8_0x4 sets out[t] to DotQ8_0(w, xt) for four activations of the
 // same length; it panics if their lengths differ.

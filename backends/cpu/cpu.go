@@ -123,7 +123,7 @@ func NewWithKernels(workers int, k quant.Kernels) *Backend {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	b := &Backend{workers: workers, k: k, vec: vecOpsFor(k.Name), wake: make(chan *work, 4*workers)}
+	b := &Backend{workers: workers, k: k, vec: vecOpsFor(k), wake: make(chan *work, 4*workers)}
 	b.works.New = func() any { return new(work) }
 	b.jobs.New = func() any { return new(matJob) }
 	b.attends.New = func() any { return new(attendJob) }
@@ -354,15 +354,12 @@ func (b *Backend) run(j *matJob, ps []backends.Product) {
 		}
 		j.qstart = append(j.qstart, j.qstart[i]+n)
 	}
-	if nq := j.qstart[len(ps)]; nq > 1 && elems >= parallelQuantizeElems {
-		b.Parallel(nq, (*quantTasks)(j))
+	q, nq := (*quantTasks)(j), j.qstart[len(ps)]
+	if nq > 1 && elems >= parallelQuantizeElems {
+		b.Parallel(nq, q)
 	} else {
-		for i := range ps {
-			if j.own[i] {
-				for t := range ps[i].N {
-					j.quantize(&ps[i], j.off[i], t)
-				}
-			}
+		for i := range nq {
+			q.Run(i)
 		}
 	}
 	b.Parallel(tasks, j)
@@ -423,7 +420,7 @@ func (j *matJob) Run(i int) {
 		j.runOne(p, off, r0, r1)
 		return
 	}
-	tail := p.N%4 == tailX4 && j.k.Name != "go"
+	tail := p.N%4 == tailX4 && !j.k.Generic()
 	for r := r0; r < r1; r++ {
 		row := w.Data[r*w.RowBytes : (r+1)*w.RowBytes]
 		// Four tokens a call share the decoding of a Q8_0, Q2_K or IQ2_XXS

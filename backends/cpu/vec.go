@@ -1,5 +1,7 @@
 package cpu
 
+import "github.com/ds4-go/ds4/quant"
+
 // vecOps are the float32 loops of attention. The generic ones are Dot and
 // Axpy, the sequential float32 order of spec §6.1; the SIMD ones sum in
 // fixed vector lanes, so they are as deterministic, and round differently
@@ -15,8 +17,8 @@ func genericVecOps() vecOps { return vecOps{dot: Dot, axpy: Axpy} }
 // vecOpsFor returns the SIMD loops when the dot kernels k are vector ones
 // and this CPU has SIMD loops, else the generic ones: a backend built on
 // the pure-Go dot kernels runs pure Go throughout.
-func vecOpsFor(name string) vecOps {
-	if name != "go" {
+func vecOpsFor(k quant.Kernels) vecOps {
+	if !k.Generic() {
 		if v, ok := simdVecOps(); ok {
 			return v
 		}
