@@ -12,6 +12,7 @@ import (
 
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/harness"
 	"github.com/ds4-go/ds4/progress"
 )
@@ -140,8 +141,11 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 	}
+	if modelPath != "" {
+		meta.Notes += hugePageNote(m.File, modelPath, *inMemory, stderr)
+	}
 	recs := harness.RooflineRecords(meta, mc, parts, rates, sp)
-	printRoofline(stdout, meta, recs, rates)
+	printRoofline(stdout, meta, recs, rates, be.Kernels().Name)
 	if *parquetDir != "" {
 		path, err := harness.WriteRun(*parquetDir, harness.RooflineTable, meta, recs)
 		if err != nil {
@@ -161,9 +165,36 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
+// hugePageNote returns the run-notes entry " huge-pages=F", F the
+// fraction of the model file f mapped through huge pages, or "" where that
+// is unknown (hugePageNoteOf says the rest).
+func hugePageNote(f *gguf.File, path string, inMemory bool, stderr io.Writer) string {
+	n, err := f.HugePageBytes()
+	if err != nil {
+		return ""
+	}
+	return hugePageNoteOf(n, f.Size(), path, inMemory, stderr)
+}
+
+// hugePageNoteOf returns the run-notes entry for huge of size bytes on
+// huge pages. Where less than half is and the file is mapped, it tells on
+// stderr how to let the page cache hold the file in huge pages.
+func hugePageNoteOf(huge, size int64, path string, inMemory bool, stderr io.Writer) string {
+	if size <= 0 {
+		return ""
+	}
+	frac := float64(huge) / float64(size)
+	if frac < 0.5 && !inMemory {
+		fmt.Fprintf(stderr, "ds4-bench: only %.0f%% of the weights are mapped through 2 MiB pages: the page cache holds %s in small pages, "+
+			"as it may a file just written or copied. Drop it from the cache (dd if=%s iflag=nocache count=0) and the next run reads it back in huge pages.\n",
+			100*frac, path, path)
+	}
+	return fmt.Sprintf(" huge-pages=%.3f", frac)
+}
+
 // printRoofline writes the run's report: the machine, the traffic table,
 // the kernel rates and the limits and fractions.
-func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRecord, rates []harness.KernelRate) {
+func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRecord, rates []harness.KernelRate, kernels string) {
 	if len(recs) == 0 {
 		return
 	}
@@ -189,7 +220,7 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 	}
 	tw.Flush()
 	if len(rates) > 0 {
-		fmt.Fprintf(w, "\ndot kernels (%s) on rows in cache, and each type's floor per decode step:\n", meta.Notes)
+		fmt.Fprintf(w, "\ndot kernels (%s) on rows in cache, and each type's floor per decode step:\n", kernels)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "type\tdecode MB\tGB/s 1 thread\tGB/s %d threads\tfloor ms\t\n", r.ProbeThreads)
 		for _, k := range rates {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -82,4 +83,46 @@ func TestRooflineInMemory(t *testing.T) {
 	require.Equal(t, 0, code, errOut.String())
 	require.Contains(t, out.String(), "in-memory")
 	require.Contains(t, out.String(), "of the speed of light")
+}
+
+// TestRooflineHugePages runs the roofline on a GGUF file and checks that
+// the run records its huge-page fraction (Linux only, where it is known).
+func TestRooflineHugePages(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("huge-page accounting is read from Linux's /proc/self/smaps")
+	}
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	_, err := synth.WriteFile(path, synth.Options{Params: layout.Tiny(), Recipe: layout.RecipeQ2, Seed: 1})
+	require.NoError(t, err)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"roofline", "-m", path, "--buffer-mb", "8", "--min-time", "10ms", "--trials", "1",
+		"--prefill", "4", "--decode", "2", "-t", "2", "--no-progress"}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	require.Regexp(t, `kernels=\w+ huge-pages=[01]\.\d{3}\n`, out.String())
+}
+
+func TestHugePageNote(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		huge, size int64
+		inMemory   bool
+		note       string
+		hint       bool
+	}{
+		{"none", 0, 100 << 20, false, " huge-pages=0.000", true},
+		{"under half", 40 << 20, 100 << 20, false, " huge-pages=0.400", true},
+		{"most", 98 << 20, 100 << 20, false, " huge-pages=0.980", false},
+		{"in memory: no cache to drop", 0, 100 << 20, true, " huge-pages=0.000", false},
+		{"empty", 0, 0, false, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var errOut bytes.Buffer
+			require.Equal(t, tc.note, hugePageNoteOf(tc.huge, tc.size, "/m/f.gguf", tc.inMemory, &errOut))
+			if tc.hint {
+				require.Contains(t, errOut.String(), "dd if=/m/f.gguf iflag=nocache count=0")
+			} else {
+				require.Empty(t, errOut.String())
+			}
+		})
+	}
 }

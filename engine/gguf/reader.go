@@ -157,6 +157,10 @@ func (f *File) Tensor(name string) (TensorInfo, bool) {
 	return f.Tensors[i], true
 }
 
+// HugePageBytes returns how many bytes of the file's buffer are mapped
+// through huge pages (mmap.HugeBytes); pages not yet touched count as not.
+func (f *File) HugePageBytes() (int64, error) { return mmap.HugeBytes(f.data) }
+
 // TensorData returns the bytes of t inside the file buffer (no copy).
 func (f *File) TensorData(t TensorInfo) []byte {
 	start := f.DataOffset + t.Offset

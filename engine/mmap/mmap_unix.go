@@ -12,11 +12,22 @@ import (
 
 // File maps size bytes of fd read-only and shared, so that many
 // processes serving one model share the page cache; unmap releases it.
+//
+// The mapping asks for transparent huge pages before any page of it is
+// touched. Where the kernel caches files in large folios (Linux 6.x on
+// ext4, xfs and others), pages read in through such a mapping land in the
+// page cache as 2 MiB folios and are mapped with one page-table entry
+// each, for this process and every later one. On the 4-layer Flash slice,
+// against the same file cached in small pages, decode ran 1.06–1.19× and
+// the first prefill 1.33× faster. A file already cached in small pages (as
+// a file just written or copied is) stays so until the cache drops it;
+// HugeBytes tells how much of a mapping got huge pages.
 func File(fd *os.File, size int) ([]byte, func() error, error) {
 	data, err := unix.Mmap(int(fd.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, nil, err
 	}
+	adviseHuge(data)
 	return data, func() error { return unix.Munmap(data) }, nil
 }
 
@@ -35,7 +46,7 @@ func Read(fd *os.File, size int) ([]byte, func() error, error) {
 		return nil, nil, err
 	}
 	free := func() error { return unix.Munmap(data) }
-	_ = unix.Madvise(data, unix.MADV_HUGEPAGE) // an optimization only
+	adviseHuge(data)
 	if _, err := io.ReadFull(io.NewSectionReader(fd, 0, int64(size)), data); err != nil {
 		free()
 		return nil, nil, fmt.Errorf("read: %w", err)

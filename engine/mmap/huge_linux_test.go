@@ -1,0 +1,80 @@
+package mmap
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// smapsFixture is a trimmed /proc/self/smaps of three areas: a file
+// mapping partly on huge pages, an anonymous area on huge pages, and a
+// stack.
+const smapsFixture = `7f0000000000-7f0000600000 r--s 00000000 fd:00 123   /tmp/model.gguf
+Size:               6144 kB
+Rss:                6144 kB
+AnonHugePages:         0 kB
+ShmemPmdMapped:        0 kB
+FilePmdMapped:      4096 kB
+VmFlags: rd sh mr mw me ms hg
+7f0000600000-7f0000a00000 rw-p 00000000 00:00 0
+Size:               4096 kB
+AnonHugePages:      2048 kB
+FilePmdMapped:         0 kB
+7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0      [stack]
+Size:                132 kB
+AnonHugePages:         0 kB
+`
+
+func TestHugeBytesParse(t *testing.T) {
+	const file, anon, end = 0x7f0000000000, 0x7f0000600000, 0x7f0000a00000
+	tests := []struct {
+		name   string
+		lo, hi uintptr
+		want   int64
+	}{
+		{"file mapping", file, anon, 4 << 20},
+		{"anonymous area", anon, end, 2 << 20},
+		{"both", file, end, 6 << 20},
+		{"inside the file mapping, capped at the range", file + 4096, file + 1<<20, 1<<20 - 4096},
+		{"no area", 0x1000, 0x2000, 0},
+		{"the stack", 0x7ffd00000000, 0x7ffd00021000, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := hugeBytes(strings.NewReader(smapsFixture), tc.lo, tc.hi)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+	for _, bad := range []string{
+		"zz-7f0000600000 r--s 00000000 fd:00 123 /m\n",
+		"7f0000000000-7f0000600000 r--s 00000000 fd:00 123 /m\nFilePmdMapped: 12 MB\n",
+		"7f0000000000-7f0000600000 r--s 00000000 fd:00 123 /m\nFilePmdMapped: x kB\n",
+	} {
+		_, err := hugeBytes(strings.NewReader(bad), file, anon)
+		require.Error(t, err, "%q", bad)
+	}
+}
+
+func TestHugeBytesOfMapping(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	require.NoError(t, os.WriteFile(path, make([]byte, 1<<20), 0o644))
+	fd, err := os.Open(path)
+	require.NoError(t, err)
+	defer fd.Close()
+	data, unmap, err := File(fd, 1<<20)
+	require.NoError(t, err)
+	defer unmap()
+	_ = data[0]
+	// A 1 MiB file is smaller than a huge page: the kernel maps it with
+	// small pages whatever it was asked.
+	n, err := HugeBytes(data)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	n, err = HugeBytes(nil)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
