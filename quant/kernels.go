@@ -18,6 +18,9 @@ type Kernels struct {
 	IQ2XXSx4 func(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) // out[t] = IQ2XXS(w, yt) bit for bit, four activations of one length
 	F16      func(w []byte, x []float32) float32
 	F32      func(w []byte, x []float32) float32
+
+	PackQ8_0Tile func(dst, w []byte, rowBytes int)                                    // packs the 16 rows w[i*rowBytes:(i+1)*rowBytes] (rowBytes = nb*34) into dst[:Q8_0TileBytes(nb)] (tile.go); nil where the set has no tile kernel
+	Q8_0Tile     func(tile []byte, x []BlockQ8_0, sums []int32, n int, out []float32) // out[t*16+i] = Q8_0(row i, x[t*nb:(t+1)*nb]) bit for bit (codes in -127..127, Q8_0's precondition) for t < n, i < 16; sums = Q8_0Sums(x); nil where PackQ8_0Tile is
 }
 
 // genericName is the Name of the pure-Go kernel set.

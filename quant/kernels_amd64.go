@@ -19,8 +19,9 @@ func vectorKernelSets() []Kernels {
 
 // avx512Kernels returns the AVX2 kernels avx2 with the IQ2_XXS and Q8_0
 // ones replaced by their AVX-512 versions, which need AVX512F/BW/VL and
-// VNNI, and for IQ2_XXS also VBMI and GFNI; x/sys/cpu reports AVX512F only
-// when the OS saves the ZMM and mask registers.
+// VNNI, and for IQ2_XXS also VBMI and GFNI, and with the Q8_0 tile kernels
+// (tile_amd64.go, AVX512F/BW/VL and VNNI) added; x/sys/cpu reports AVX512F
+// only when the OS saves the ZMM and mask registers.
 func avx512Kernels(avx2 Kernels) (Kernels, bool) {
 	x := cpu.X86
 	if !x.HasAVX512F || !x.HasAVX512BW || !x.HasAVX512VL || !x.HasAVX512VBMI ||
@@ -33,6 +34,8 @@ func avx512Kernels(avx2 Kernels) (Kernels, bool) {
 	k.IQ2XXSx4 = dotIQ2XXSx4AVX512
 	k.Q8_0 = dotQ8_0AVX512
 	k.Q8_0x4 = dotQ8_0x4AVX512
+	k.PackQ8_0Tile = packQ8_0TileAVX512
+	k.Q8_0Tile = q8_0TileAVX512
 	return k, true
 }
 

@@ -2,6 +2,7 @@ package quant_test
 
 import (
 	"math"
+	"math/rand/v2"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -109,6 +110,33 @@ func TestX4StaysInBounds(t *testing.T) {
 					}
 				}
 			})
+		}
+	})
+}
+
+// TestTileStaysInBounds runs every tile pack and kernel with each of its
+// slices (rows and packed tile of the pack; tile, activations, sums and
+// results of the kernel) ending at an inaccessible page, and holds the
+// results to DotQ8_0 of the unpacked rows.
+func TestTileStaysInBounds(t *testing.T) {
+	eachTileSet(t, func(t *testing.T, vk quant.Kernels) {
+		r := rand.New(rand.NewPCG(5, 8))
+		for _, nb := range []int{1, 2, 3, 7, 32, 129} {
+			w, rowBytes := tileRows(r, nb)
+			gw := guardedTail(t, len(w))
+			copy(gw, w)
+			tile := guardedTail(t, quant.Q8_0TileBytes(nb))
+			vk.PackQ8_0Tile(tile, gw, rowBytes)
+			for _, n := range []int{1, 3, 8, 13} {
+				x := tileActivation(r, n, nb)
+				gx := guardedSlice[quant.BlockQ8_0](t, len(x))
+				copy(gx, x)
+				sums := guardedSlice[int32](t, len(x))
+				quant.Q8_0Sums(gx, sums)
+				out := guardedSlice[float32](t, n*quant.Q8_0TileRows)
+				vk.Q8_0Tile(tile, gx, sums, n, out)
+				require.Empty(t, tileMismatch(out, tileWant(w, rowBytes, x, n)), "nb=%d n=%d", nb, n)
+			}
 		}
 	})
 }

@@ -294,7 +294,7 @@ func TestKernelFieldsComplete(t *testing.T) {
 	var funcs int
 	for i := range typ.NumField() {
 		sf := typ.Field(i)
-		if sf.Type.Kind() != reflect.Func {
+		if sf.Type.Kind() != reflect.Func || tileFields[sf.Name] {
 			continue
 		}
 		funcs++
