@@ -20,8 +20,10 @@ func vectorKernelSets() []Kernels {
 // avx512Kernels returns the AVX2 kernels avx2 with the IQ2_XXS and Q8_0
 // ones replaced by their AVX-512 versions, which need AVX512F/BW/VL and
 // VNNI, and for IQ2_XXS also VBMI and GFNI, and with the Q8_0 tile kernels
-// (tile_amd64.go, AVX512F/BW/VL and VNNI) added; x/sys/cpu reports AVX512F
-// only when the OS saves the ZMM and mask registers.
+// (tile_amd64.go, AVX512F/BW/VL and VNNI), the IQ2_XXS ones
+// (tile_iq2_amd64.go, all of the above) and the Q2_K ones
+// (tile_q2k_amd64.go, AVX512F/BW/VL and VNNI) added; x/sys/cpu reports
+// AVX512F only when the OS saves the ZMM and mask registers.
 func avx512Kernels(avx2 Kernels) (Kernels, bool) {
 	x := cpu.X86
 	if !x.HasAVX512F || !x.HasAVX512BW || !x.HasAVX512VL || !x.HasAVX512VBMI ||
@@ -36,6 +38,10 @@ func avx512Kernels(avx2 Kernels) (Kernels, bool) {
 	k.Q8_0x4 = dotQ8_0x4AVX512
 	k.PackQ8_0Tile = packQ8_0TileAVX512
 	k.Q8_0Tile = q8_0TileAVX512
+	k.PackIQ2XXSTile = packIQ2XXSTileAVX512
+	k.IQ2XXSTile = iq2xxsTileAVX512
+	k.PackQ2KTile = packQ2KTileAVX512
+	k.Q2KTile = q2KTileAVX512
 	return k, true
 }
 

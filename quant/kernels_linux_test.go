@@ -151,3 +151,28 @@ func guardedSlice[T any](t *testing.T, n int) []T {
 	}
 	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n)
 }
+
+// TestIQ2XXSTileStaysInBounds runs the IQ2_XXS tile pack and kernel with
+// each of their slices (rows and packed tile of the pack; tile, activations
+// and results of the kernel) ending at an inaccessible page, and holds the
+// results to DotIQ2XXS of the unpacked rows.
+func TestIQ2XXSTileStaysInBounds(t *testing.T) {
+	eachIQ2TileSet(t, func(t *testing.T, vk quant.Kernels) {
+		r := rand.New(rand.NewPCG(5, 9))
+		for _, nb := range []int{1, 2, 3, 17} {
+			w, rowBytes := iq2TileRows(r, nb)
+			gw := guardedTail(t, len(w))
+			copy(gw, w)
+			tile := guardedTail(t, quant.IQ2XXSTileBytes(nb))
+			vk.PackIQ2XXSTile(tile, gw, rowBytes)
+			for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8, 15} {
+				y := iq2TileActivation(r, n, nb)
+				gy := guardedSlice[quant.BlockQ8K](t, len(y))
+				copy(gy, y)
+				out := guardedSlice[float32](t, n*quant.Q8_0TileRows)
+				vk.IQ2XXSTile(tile, gy, n, out)
+				require.Empty(t, tileMismatch(out, iq2TileWant(w, rowBytes, y, n)), "nb=%d n=%d", nb, n)
+			}
+		}
+	})
+}

@@ -22,7 +22,7 @@ import (
 
 // tileFields are the fields of quant.Kernels that the tests of this file
 // cover rather than kernelFields: a vector set may leave them nil.
-var tileFields = map[string]bool{"PackQ8_0Tile": true, "Q8_0Tile": true}
+var tileFields = map[string]bool{"PackQ8_0Tile": true, "Q8_0Tile": true, "PackIQ2XXSTile": true, "IQ2XXSTile": true, "PackQ2KTile": true, "Q2KTile": true}
 
 // eachTileSet runs fn for every vector kernel set that has the tile
 // kernels, and skips where none has.

@@ -50,3 +50,16 @@ func dotAVX2Asm(a, b *float32, n int) float32
 //
 //go:noescape
 func axpyAVX2Asm(acc *float32, w float32, x *float32, n int)
+
+// prefetch asks the cache hierarchy for the lines of b without waiting for
+// them.
+func prefetch(b []byte) {
+	if len(b) > 0 {
+		prefetchAsm(&b[0], len(b))
+	}
+}
+
+// prefetchAsm issues one PREFETCHT0 per 64 bytes of [p, p+n), n > 0.
+//
+//go:noescape
+func prefetchAsm(p *byte, n int)

@@ -101,3 +101,18 @@ axpy8loop:
 axpydone:
 	VZEROUPPER
 	RET
+
+// func prefetchAsm(p *byte, n int)
+//
+// One PREFETCHT0 per 64 bytes of [p, p+n), n > 0.
+TEXT ·prefetchAsm(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	ADDQ SI, CX
+
+pf:
+	PREFETCHT0 (SI)
+	ADDQ       $64, SI
+	CMPQ       SI, CX
+	JLT        pf
+	RET
