@@ -119,7 +119,7 @@ func TestX4StaysInBounds(t *testing.T) {
 // results of the kernel) ending at an inaccessible page, and holds the
 // results to DotQ8_0 of the unpacked rows.
 func TestTileStaysInBounds(t *testing.T) {
-	eachTileSet(t, func(t *testing.T, vk quant.Kernels) {
+	eachTileSet(t, q8_0Tiles, func(t *testing.T, vk quant.Kernels) {
 		r := rand.New(rand.NewPCG(5, 8))
 		for _, nb := range []int{1, 2, 3, 7, 32, 129} {
 			w, rowBytes := tileRows(r, nb)
@@ -157,7 +157,7 @@ func guardedSlice[T any](t *testing.T, n int) []T {
 // and results of the kernel) ending at an inaccessible page, and holds the
 // results to DotIQ2XXS of the unpacked rows.
 func TestIQ2XXSTileStaysInBounds(t *testing.T) {
-	eachIQ2TileSet(t, func(t *testing.T, vk quant.Kernels) {
+	eachTileSet(t, iq2xxsTiles, func(t *testing.T, vk quant.Kernels) {
 		r := rand.New(rand.NewPCG(5, 9))
 		for _, nb := range []int{1, 2, 3, 17} {
 			w, rowBytes := iq2TileRows(r, nb)

@@ -16,32 +16,6 @@ import (
 // matching any NaN), and also those of the set's own IQ2XXS row kernel, so
 // that prefill (tiles) and decode (rows) give the same bits.
 
-// eachIQ2TileSet runs fn for every vector kernel set that has the IQ2_XXS
-// tile kernels, and skips where none has.
-func eachIQ2TileSet(t *testing.T, fn func(t *testing.T, vk quant.Kernels)) {
-	t.Helper()
-	var ran bool
-	for _, vk := range quant.VectorKernelSets() {
-		if vk.PackIQ2XXSTile == nil {
-			continue
-		}
-		ran = true
-		t.Run(vk.Name, func(t *testing.T) { fn(t, vk) })
-	}
-	if !ran {
-		t.Skip("no vector kernel set with the IQ2_XXS tile kernels on this CPU or build (they need AVX-512 F/BW/VL, VNNI, VBMI and GFNI)")
-	}
-}
-
-func TestIQ2XXSTileFieldsSetTogether(t *testing.T) {
-	gen := quant.GenericKernels()
-	require.Nil(t, gen.PackIQ2XXSTile)
-	require.Nil(t, gen.IQ2XXSTile)
-	for _, vk := range quant.VectorKernelSets() {
-		require.Equal(t, vk.PackIQ2XXSTile == nil, vk.IQ2XXSTile == nil, "set %s has one IQ2_XXS tile field without the other", vk.Name)
-	}
-}
-
 // iq2TileRows returns 16 random IQ2_XXS rows of nb blocks, rowBytes apart:
 // random grid indices and sign words (so every sign pattern and scale
 // occurs), and f16 scales of either sign from zero and subnormal to 2^15.
@@ -107,17 +81,6 @@ func iq2TileActivation(r *rand.Rand, n, nb int) []quant.BlockQ8K {
 	return y
 }
 
-// setBsums sets blk.Bsums to the sums of its codes' 16-element runs.
-func setBsums(blk *quant.BlockQ8K) {
-	for j := range blk.Bsums {
-		var s int16
-		for _, q := range blk.Qs[16*j : 16*j+16] {
-			s += int16(q)
-		}
-		blk.Bsums[j] = s
-	}
-}
-
 // iq2TileWant returns the reference results, out[t*16+i] =
 // DotIQ2XXS(row i, token t), from the unpacked rows.
 func iq2TileWant(w []byte, rowBytes int, y []quant.BlockQ8K, n int) []float32 {
@@ -142,7 +105,7 @@ func runIQ2Tile(vk quant.Kernels, w []byte, rowBytes int, y []quant.BlockQ8K, n 
 }
 
 func TestIQ2XXSTileMatchesDot(t *testing.T) {
-	eachIQ2TileSet(t, func(t *testing.T, vk quant.Kernels) {
+	eachTileSet(t, iq2xxsTiles, func(t *testing.T, vk quant.Kernels) {
 		r := rand.New(rand.NewPCG(7, 12))
 		for _, nb := range []int{1, 2, 3, 16, 17} {
 			w, rowBytes := iq2TileRows(r, nb)
@@ -169,7 +132,7 @@ func TestIQ2XXSTileMatchesDot(t *testing.T) {
 // TestIQ2XXSTileSpecials covers scales that make the block terms Inf and
 // NaN (an f16 Inf against an activation block of zero sum) and zero blocks.
 func TestIQ2XXSTileSpecials(t *testing.T) {
-	eachIQ2TileSet(t, func(t *testing.T, vk quant.Kernels) {
+	eachTileSet(t, iq2xxsTiles, func(t *testing.T, vk quant.Kernels) {
 		r := rand.New(rand.NewPCG(3, 6))
 		const nb, n = 5, 9
 		w, rowBytes := iq2TileRows(r, nb)
@@ -200,7 +163,7 @@ func TestIQ2XXSTileSpecials(t *testing.T) {
 // off by one, two rows swapped before packing, or one packed byte flipped
 // each change some result's bits.
 func TestIQ2XXSTileCatchesErrors(t *testing.T) {
-	eachIQ2TileSet(t, func(t *testing.T, vk quant.Kernels) {
+	eachTileSet(t, iq2xxsTiles, func(t *testing.T, vk quant.Kernels) {
 		r := rand.New(rand.NewPCG(9, 10))
 		const nb, n = 3, 5
 		w, rowBytes := iq2TileRows(r, nb)
@@ -241,7 +204,7 @@ func TestIQ2XXSTileCatchesErrors(t *testing.T) {
 // tile_iq2.go documents, built here from DequantizeRow of the rows with
 // their scales set to 1 (which gives each weight times (2ls+1)/8 exactly).
 func TestIQ2XXSTileLayout(t *testing.T) {
-	eachIQ2TileSet(t, func(t *testing.T, vk quant.Kernels) {
+	eachTileSet(t, iq2xxsTiles, func(t *testing.T, vk quant.Kernels) {
 		r := rand.New(rand.NewPCG(1, 3))
 		for _, nb := range []int{1, 3, 16} {
 			w, rowBytes := iq2TileRows(r, nb)
@@ -286,7 +249,7 @@ func TestIQ2XXSTileLayout(t *testing.T) {
 }
 
 func TestIQ2XXSTilePanics(t *testing.T) {
-	eachIQ2TileSet(t, func(t *testing.T, vk quant.Kernels) {
+	eachTileSet(t, iq2xxsTiles, func(t *testing.T, vk quant.Kernels) {
 		const nb, n = 3, 2
 		w := make([]byte, 16*nb*66)
 		tile := make([]byte, quant.IQ2XXSTileBytes(nb))

@@ -13,7 +13,7 @@ import (
 // results of the kernel) ending at an inaccessible page, and holds the
 // results to DotQ2K of the unpacked rows.
 func TestQ2KTileStaysInBounds(t *testing.T) {
-	eachQ2KTileSet(t, func(t *testing.T, vk quant.Kernels) {
+	eachTileSet(t, q2kTiles, func(t *testing.T, vk quant.Kernels) {
 		r := rand.New(rand.NewPCG(5, 8))
 		for _, nb := range []int{1, 2, 3, 8, 9} {
 			w, rowBytes := q2kTileRows(r, nb)

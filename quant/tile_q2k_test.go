@@ -18,32 +18,6 @@ import (
 // the blocks in order. The results must also be those of the set's own
 // Q2K row kernel, so that prefill (tiles) and decode (rows) agree.
 
-// eachQ2KTileSet runs fn for every vector kernel set that has the Q2_K
-// tile kernels, and skips where none has.
-func eachQ2KTileSet(t *testing.T, fn func(t *testing.T, vk quant.Kernels)) {
-	t.Helper()
-	var ran bool
-	for _, vk := range quant.VectorKernelSets() {
-		if vk.PackQ2KTile == nil {
-			continue
-		}
-		ran = true
-		t.Run(vk.Name, func(t *testing.T) { fn(t, vk) })
-	}
-	if !ran {
-		t.Skip("no vector kernel set with the Q2_K tile kernels on this CPU or build (they need AVX-512 F/BW/VL and VNNI)")
-	}
-}
-
-func TestQ2KTileFieldsSetTogether(t *testing.T) {
-	gen := quant.GenericKernels()
-	require.Nil(t, gen.PackQ2KTile)
-	require.Nil(t, gen.Q2KTile)
-	for _, vk := range quant.VectorKernelSets() {
-		require.Equal(t, vk.PackQ2KTile == nil, vk.Q2KTile == nil, "set %s has one Q2_K tile field without the other", vk.Name)
-	}
-}
-
 // q2kTileF16 returns a random f16 factor: +0 or -0, a subnormal, a
 // finite value of either sign up to the largest (65504), or 1.
 func q2kTileF16(r *rand.Rand) uint16 {
@@ -84,17 +58,6 @@ func q2kTileRows(r *rand.Rand, nb int) (w []byte, rowBytes int) {
 		}
 	}
 	return w, rowBytes
-}
-
-// q2kBsums sets y.Bsums from y.Qs.
-func q2kBsums(y *quant.BlockQ8K) {
-	for g := range y.Bsums {
-		var s int16
-		for _, q := range y.Qs[16*g : 16*g+16] {
-			s += int16(q)
-		}
-		y.Bsums[g] = s
-	}
 }
 
 // q2kTileActivation returns n tokens of nb Q8_K blocks each. Token t is, by
@@ -143,7 +106,7 @@ func q2kTileActivation(r *rand.Rand, n, nb int) []quant.BlockQ8K {
 			}
 		}
 		for b := range yt {
-			q2kBsums(&yt[b])
+			setBsums(&yt[b])
 			if tok%5 == 4 {
 				for g := range yt[b].Bsums {
 					yt[b].Bsums[g] = int16(r.Uint32())
@@ -180,7 +143,7 @@ func runQ2KTile(vk quant.Kernels, w []byte, rowBytes int, y []quant.BlockQ8K, n 
 }
 
 func TestQ2KTileMatchesDot(t *testing.T) {
-	eachQ2KTileSet(t, func(t *testing.T, vk quant.Kernels) {
+	eachTileSet(t, q2kTiles, func(t *testing.T, vk quant.Kernels) {
 		r := rand.New(rand.NewPCG(7, 12))
 		for _, nb := range []int{1, 2, 3, 8, 9} {
 			w, rowBytes := q2kTileRows(r, nb)
@@ -216,7 +179,7 @@ func TestQ2KTileMatchesDot(t *testing.T) {
 // subtracted, and the largest finite d with the largest activation scale,
 // whose product overflows.
 func TestQ2KTileSpecials(t *testing.T) {
-	eachQ2KTileSet(t, func(t *testing.T, vk quant.Kernels) {
+	eachTileSet(t, q2kTiles, func(t *testing.T, vk quant.Kernels) {
 		r := rand.New(rand.NewPCG(3, 5))
 		const nb, n = 5, 9
 		w, rowBytes := q2kTileRows(r, nb)
@@ -258,7 +221,7 @@ func TestQ2KTileSpecials(t *testing.T) {
 // off by one, two rows swapped before packing, or one packed code byte
 // flipped each change some result's bits.
 func TestQ2KTileCatchesErrors(t *testing.T) {
-	eachQ2KTileSet(t, func(t *testing.T, vk quant.Kernels) {
+	eachTileSet(t, q2kTiles, func(t *testing.T, vk quant.Kernels) {
 		r := rand.New(rand.NewPCG(9, 9))
 		const nb, n = 3, 5
 		w, rowBytes := q2kTileRows(r, nb)
@@ -293,7 +256,7 @@ func TestQ2KTileCatchesErrors(t *testing.T) {
 // TestQ2KTileLayout checks the packed bytes against the layout tile_q2k.go
 // documents, built here from the rows directly.
 func TestQ2KTileLayout(t *testing.T) {
-	eachQ2KTileSet(t, func(t *testing.T, vk quant.Kernels) {
+	eachTileSet(t, q2kTiles, func(t *testing.T, vk quant.Kernels) {
 		r := rand.New(rand.NewPCG(1, 2))
 		for _, nb := range []int{1, 3, 8} {
 			w, rowBytes := q2kTileRows(r, nb)
@@ -334,7 +297,7 @@ func TestQ2KTileLayout(t *testing.T) {
 }
 
 func TestQ2KTilePanics(t *testing.T) {
-	eachQ2KTileSet(t, func(t *testing.T, vk quant.Kernels) {
+	eachTileSet(t, q2kTiles, func(t *testing.T, vk quant.Kernels) {
 		const nb, n = 3, 2
 		w := make([]byte, 16*nb*84)
 		tile := make([]byte, quant.Q2KTileBytes(nb))

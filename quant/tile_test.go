@@ -24,29 +24,55 @@ import (
 // cover rather than kernelFields: a vector set may leave them nil.
 var tileFields = map[string]bool{"PackQ8_0Tile": true, "Q8_0Tile": true, "PackIQ2XXSTile": true, "IQ2XXSTile": true, "PackQ2KTile": true, "Q2KTile": true}
 
+// tileKind is one weight type's pair of tile fields in quant.Kernels.
+type tileKind struct {
+	name       string
+	pack, kern func(quant.Kernels) bool // whether a set has the field
+}
+
+// The three tile kinds.
+var (
+	q8_0Tiles   = tileKind{"Q8_0", func(k quant.Kernels) bool { return k.PackQ8_0Tile != nil }, func(k quant.Kernels) bool { return k.Q8_0Tile != nil }}
+	iq2xxsTiles = tileKind{"IQ2_XXS", func(k quant.Kernels) bool { return k.PackIQ2XXSTile != nil }, func(k quant.Kernels) bool { return k.IQ2XXSTile != nil }}
+	q2kTiles    = tileKind{"Q2_K", func(k quant.Kernels) bool { return k.PackQ2KTile != nil }, func(k quant.Kernels) bool { return k.Q2KTile != nil }}
+)
+
 // eachTileSet runs fn for every vector kernel set that has the tile
-// kernels, and skips where none has.
-func eachTileSet(t *testing.T, fn func(t *testing.T, vk quant.Kernels)) {
+// kernels of kind, and skips where none has.
+func eachTileSet(t *testing.T, kind tileKind, fn func(t *testing.T, vk quant.Kernels)) {
 	t.Helper()
 	var ran bool
 	for _, vk := range quant.VectorKernelSets() {
-		if vk.PackQ8_0Tile == nil {
+		if !kind.pack(vk) {
 			continue
 		}
 		ran = true
 		t.Run(vk.Name, func(t *testing.T) { fn(t, vk) })
 	}
 	if !ran {
-		t.Skip("no vector kernel set with the Q8_0 tile kernels on this CPU or build (they need AVX-512 F/BW/VL and VNNI)")
+		t.Skip("no vector kernel set with the " + kind.name + " tile kernels on this CPU or build (they need AVX-512 F/BW/VL and VNNI, IQ2_XXS also VBMI and GFNI)")
 	}
 }
 
 func TestTileFieldsSetTogether(t *testing.T) {
-	gen := quant.GenericKernels()
-	require.Nil(t, gen.PackQ8_0Tile)
-	require.Nil(t, gen.Q8_0Tile)
-	for _, vk := range quant.VectorKernelSets() {
-		require.Equal(t, vk.PackQ8_0Tile == nil, vk.Q8_0Tile == nil, "set %s has one tile field without the other", vk.Name)
+	for _, kind := range []tileKind{q8_0Tiles, iq2xxsTiles, q2kTiles} {
+		gen := quant.GenericKernels()
+		require.False(t, kind.pack(gen) || kind.kern(gen), "the go set has %s tile kernels", kind.name)
+		for _, vk := range quant.VectorKernelSets() {
+			require.Equal(t, kind.pack(vk), kind.kern(vk), "set %s has one %s tile field without the other", vk.Name, kind.name)
+		}
+	}
+}
+
+// setBsums sets blk.Bsums to the sums of its codes' 16-element runs, as
+// QuantizeQ8K does.
+func setBsums(blk *quant.BlockQ8K) {
+	for j := range blk.Bsums {
+		var s int16
+		for _, q := range blk.Qs[16*j : 16*j+16] {
+			s += int16(q)
+		}
+		blk.Bsums[j] = s
 	}
 }
 
@@ -215,7 +241,7 @@ func runTile(vk quant.Kernels, w []byte, rowBytes int, x []quant.BlockQ8_0, n in
 }
 
 func TestQ8_0TileMatchesDot(t *testing.T) {
-	eachTileSet(t, func(t *testing.T, vk quant.Kernels) {
+	eachTileSet(t, q8_0Tiles, func(t *testing.T, vk quant.Kernels) {
 		r := rand.New(rand.NewPCG(7, 11))
 		for _, nb := range []int{1, 2, 3, 7, 32, 128, 129} {
 			w, rowBytes := tileRows(r, nb)
@@ -239,7 +265,7 @@ func TestQ8_0TileMatchesDot(t *testing.T) {
 // TestQ8_0TileSpecials covers scales that make the block terms Inf and NaN
 // (an f16 Inf against an activation block of zero sum) and zero blocks.
 func TestQ8_0TileSpecials(t *testing.T) {
-	eachTileSet(t, func(t *testing.T, vk quant.Kernels) {
+	eachTileSet(t, q8_0Tiles, func(t *testing.T, vk quant.Kernels) {
 		r := rand.New(rand.NewPCG(3, 5))
 		const nb, n = 5, 9
 		w, rowBytes := tileRows(r, nb)
@@ -270,7 +296,7 @@ func TestQ8_0TileSpecials(t *testing.T) {
 // by one, two rows swapped before packing, or one code flipped in the
 // packed tile each change some result's bits.
 func TestQ8_0TileCatchesErrors(t *testing.T) {
-	eachTileSet(t, func(t *testing.T, vk quant.Kernels) {
+	eachTileSet(t, q8_0Tiles, func(t *testing.T, vk quant.Kernels) {
 		r := rand.New(rand.NewPCG(9, 9))
 		const nb, n = 7, 5
 		w, rowBytes := tileRows(r, nb)
@@ -307,7 +333,7 @@ func TestQ8_0TileCatchesErrors(t *testing.T) {
 // TestQ8_0TileLayout checks the packed bytes against the layout tile.go
 // documents, built here from the rows directly.
 func TestQ8_0TileLayout(t *testing.T) {
-	eachTileSet(t, func(t *testing.T, vk quant.Kernels) {
+	eachTileSet(t, q8_0Tiles, func(t *testing.T, vk quant.Kernels) {
 		r := rand.New(rand.NewPCG(1, 2))
 		for _, nb := range []int{1, 3, 128} {
 			w, rowBytes := tileRows(r, nb)
@@ -339,7 +365,7 @@ func TestQ8_0TileLayout(t *testing.T) {
 }
 
 func TestQ8_0TilePanics(t *testing.T) {
-	eachTileSet(t, func(t *testing.T, vk quant.Kernels) {
+	eachTileSet(t, q8_0Tiles, func(t *testing.T, vk quant.Kernels) {
 		const nb, n = 3, 2
 		w := make([]byte, 16*nb*34)
 		tile := make([]byte, quant.Q8_0TileBytes(nb))
