@@ -26,39 +26,32 @@ func packIQ2XXSTileAVX512(dst, w []byte, rowBytes int) {
 // blocks are added in order into one float32 sum per row, as DotIQ2XXS
 // adds them.
 func iq2xxsTileAVX512(tile []byte, y []BlockQ8K, n int, out []float32) {
-	nb := checkIQ2XXSTile(tile, y, n, out)
+	q8KTileGroups(&iq2xxsTileKernels, tile, y, checkIQ2XXSTile(tile, y, n, out), n, out)
+}
+
+// iq2xxsTileKernels are the IQ2_XXS tile kernels for 1..8 tokens.
+var iq2xxsTileKernels = q8KTileKernels{iq2xxsTile1AVX512, iq2xxsTile2AVX512, iq2xxsTile3AVX512, iq2xxsTile4AVX512,
+	iq2xxsTile5AVX512, iq2xxsTile6AVX512, iq2xxsTile7AVX512, iq2xxsTile8AVX512}
+
+// q8KTileKernels are the kernels of one Q8_K-activation tile kind for
+// groups of 1..8 tokens: kernel g-1 sets out[16t+i] for t < g. Every
+// group size has its own, because each pass over the tile costs a fixed
+// share besides the tokens' own work (on Zen 5, 7 IQ2_XXS tokens run as
+// groups of 4, 2 and 1 took 1.6 times as long as in one pass, 3 tokens as
+// 2 and 1 twice as long).
+type q8KTileKernels [8]func(tile *byte, y *BlockQ8K, nb int, out *float32)
+
+// q8KTileGroups applies the tile of nb blocks to the n tokens of y in
+// groups of eight and one group of the rest, with kernels k.
+func q8KTileGroups(k *q8KTileKernels, tile []byte, y []BlockQ8K, nb, n int, out []float32) {
 	out = out[:n*Q8_0TileRows]
 	if nb == 0 {
 		clear(out)
 		return
 	}
 	for t := 0; t < n; t += 8 {
-		iq2xxsTileGroup(min(8, n-t), &tile[0], &y[t*nb], nb, &out[t*Q8_0TileRows])
-	}
-}
-
-// iq2xxsTileGroup runs the kernel for g ≤ 8 tokens. Every group size has
-// its own, because each pass over the tile costs a fixed share besides the
-// tokens' own work (on Zen 5, 7 tokens run as groups of 4, 2 and 1 took
-// 1.6 times as long as in one pass, 3 tokens as 2 and 1 twice as long).
-func iq2xxsTileGroup(g int, tile *byte, y *BlockQ8K, nb int, out *float32) {
-	switch g {
-	case 8:
-		iq2xxsTile8AVX512(tile, y, nb, out)
-	case 7:
-		iq2xxsTile7AVX512(tile, y, nb, out)
-	case 6:
-		iq2xxsTile6AVX512(tile, y, nb, out)
-	case 5:
-		iq2xxsTile5AVX512(tile, y, nb, out)
-	case 4:
-		iq2xxsTile4AVX512(tile, y, nb, out)
-	case 3:
-		iq2xxsTile3AVX512(tile, y, nb, out)
-	case 2:
-		iq2xxsTile2AVX512(tile, y, nb, out)
-	default:
-		iq2xxsTile1AVX512(tile, y, nb, out)
+		g := min(8, n-t)
+		k[g-1](&tile[0], &y[t*nb], nb, &out[t*Q8_0TileRows])
 	}
 }
 

@@ -21,36 +21,12 @@ func packQ2KTileAVX512(dst, w []byte, rowBytes int) {
 
 // q2KTileAVX512 is the AVX-512 form of Kernels.Q2KTile.
 func q2KTileAVX512(tile []byte, y []BlockQ8K, n int, out []float32) {
-	nb := checkQ2KTile(tile, y, n, out)
-	out = out[:n*Q8_0TileRows]
-	if nb == 0 {
-		clear(out)
-		return
-	}
-	for t := 0; t < n; {
-		g := min(n-t, 8)
-		tl, yt, o := &tile[0], &y[t*nb], &out[t*Q8_0TileRows]
-		switch g {
-		case 8:
-			q2KTile8AVX512(tl, yt, nb, o)
-		case 7:
-			q2KTile7AVX512(tl, yt, nb, o)
-		case 6:
-			q2KTile6AVX512(tl, yt, nb, o)
-		case 5:
-			q2KTile5AVX512(tl, yt, nb, o)
-		case 4:
-			q2KTile4AVX512(tl, yt, nb, o)
-		case 3:
-			q2KTile3AVX512(tl, yt, nb, o)
-		case 2:
-			q2KTile2AVX512(tl, yt, nb, o)
-		default:
-			q2KTile1AVX512(tl, yt, nb, o)
-		}
-		t += g
-	}
+	q8KTileGroups(&q2KTileKernels, tile, y, checkQ2KTile(tile, y, n, out), n, out)
 }
+
+// q2KTileKernels are the Q2_K tile kernels for 1..8 tokens.
+var q2KTileKernels = q8KTileKernels{q2KTile1AVX512, q2KTile2AVX512, q2KTile3AVX512, q2KTile4AVX512,
+	q2KTile5AVX512, q2KTile6AVX512, q2KTile7AVX512, q2KTile8AVX512}
 
 // packQ2KTileAVX512Asm packs the 16 rows of nb > 0 Q2_K blocks at w,
 // rowBytes apart, into dst.
