@@ -288,27 +288,50 @@ func DecodeLimit(mc Machine, total Traffic) float64 {
 	return mc.ReadGBsAll * 1e9 / float64(total.Bytes)
 }
 
-// PrefillLimit returns the compute-bound prefill limit in tokens/s: each
-// token's multiply-adds at the all-threads peak of their instruction mix
-// (int8 dot for quantized weights, float32 FMA for float ones). The int8
-// peak is that of the plainest Q8 dot; the IQ2/K-quant dots need extra
-// work per weight, so the bound is optimistic for them.
-func PrefillLimit(mc Machine, total Traffic) float64 {
-	return prefillLimit(mc.Int8GopsAll, mc.FMAGflopsAll, total)
+// PrefillWork returns the multiply-adds per token of an n-token prefill
+// of the model whose decode traffic is parts (DecodeTraffic's result):
+// every token runs the layers, but Prefill computes the output head's
+// logits for the last token only, so the head counts once per prompt.
+func PrefillWork(parts []Traffic, n int64) Traffic {
+	w := Traffic{Part: "prefill", Layer: -1}
+	for _, t := range parts {
+		switch t.Part {
+		case "total":
+		case "head":
+			if n > 0 {
+				w.MACsInt8 += t.MACsInt8 / n
+				w.MACsFloat += t.MACsFloat / n
+			}
+		default:
+			w.MACsInt8 += t.MACsInt8
+			w.MACsFloat += t.MACsFloat
+		}
+	}
+	return w
+}
+
+// PrefillLimit returns the compute-bound prefill limit in tokens/s: the
+// multiply-adds of work (one token's, see PrefillWork) at the all-threads
+// peak of their instruction mix (int8 dot for quantized weights, float32
+// FMA for float ones). The int8 peak is that of the plainest Q8 dot; the
+// IQ2/K-quant dots need extra work per weight, so the bound is optimistic
+// for them.
+func PrefillLimit(mc Machine, work Traffic) float64 {
+	return prefillLimit(mc.Int8GopsAll, mc.FMAGflopsAll, work)
 }
 
 // PrefillLimitVNNI is PrefillLimit with the int8 multiply-adds at the
 // AVX-512 VNNI peak, the int8 instruction of the avx512 kernels; 0 on a
 // machine without it.
-func PrefillLimitVNNI(mc Machine, total Traffic) float64 {
-	return prefillLimit(mc.VNNIGopsAll, mc.FMAGflopsAll, total)
+func PrefillLimitVNNI(mc Machine, work Traffic) float64 {
+	return prefillLimit(mc.VNNIGopsAll, mc.FMAGflopsAll, work)
 }
 
-func prefillLimit(int8Gops, fmaGflops float64, total Traffic) float64 {
+func prefillLimit(int8Gops, fmaGflops float64, work Traffic) float64 {
 	if int8Gops == 0 || fmaGflops == 0 {
 		return 0
 	}
-	sec := 2*float64(total.MACsInt8)/(int8Gops*1e9) + 2*float64(total.MACsFloat)/(fmaGflops*1e9)
+	sec := 2*float64(work.MACsInt8)/(int8Gops*1e9) + 2*float64(work.MACsFloat)/(fmaGflops*1e9)
 	if sec == 0 {
 		return 0
 	}
@@ -400,6 +423,8 @@ type RooflineRecord struct {
 	Traffic
 	Speed
 	DecodeLimitTPS       float64 `parquet:"decode_limit_tps"`
+	PrefillMACsInt8      int64   `parquet:"prefill_macs_int8"`  // PrefillWork's, per token of the timed prefill
+	PrefillMACsFloat     int64   `parquet:"prefill_macs_float"` // PrefillWork's, per token of the timed prefill
 	PrefillLimitTPS      float64 `parquet:"prefill_limit_tps"`
 	PrefillLimitVNNITPS  float64 `parquet:"prefill_limit_vnni_tps"` // PrefillLimitVNNI; 0 without VNNI
 	KernelLimitTPS       float64 `parquet:"kernel_limit_tps"`       // KernelLimit of the run's kernel rates; 0 when not measured
@@ -419,11 +444,12 @@ func RooflineRecords(meta RunMeta, mc Machine, parts []Traffic, rates []KernelRa
 	if len(parts) > 0 {
 		total = parts[len(parts)-1]
 	}
-	dl, pl, plv, kl := DecodeLimit(mc, total), PrefillLimit(mc, total), PrefillLimitVNNI(mc, total), KernelLimit(rates)
+	work := PrefillWork(parts, sp.PrefillTokens)
+	dl, pl, plv, kl := DecodeLimit(mc, total), PrefillLimit(mc, work), PrefillLimitVNNI(mc, work), KernelLimit(rates)
 	recs := make([]RooflineRecord, len(parts))
 	for i, t := range parts {
 		r := RooflineRecord{RunMeta: meta, Machine: mc, Traffic: t, Speed: sp, DecodeLimitTPS: dl, PrefillLimitTPS: pl,
-			PrefillLimitVNNITPS: plv, KernelLimitTPS: kl}
+			PrefillLimitVNNITPS: plv, KernelLimitTPS: kl, PrefillMACsInt8: work.MACsInt8, PrefillMACsFloat: work.MACsFloat}
 		if plv > 0 {
 			r.PrefillFractionVNNI = sp.PrefillTPS / plv
 		}

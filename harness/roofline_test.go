@@ -116,13 +116,43 @@ func TestLimits(t *testing.T) {
 	if KernelLimit(nil) != 0 || KernelLimit([]KernelRate{{DecodeBytes: 1}}) != 0 {
 		t.Error("kernel limit without floors is not 0")
 	}
-	recs := RooflineRecords(RunMeta{RunID: "r"}, mc, []Traffic{{Part: "layer"}, tot}, rates, Speed{DecodeTPS: 40, PrefillTPS: 0.5})
+	// The head's 80e9 int8 multiply-adds are shared by a prompt of 8
+	// tokens: each token does tot's work, so the prefill limit is 1 tok/s.
+	parts := []Traffic{{Part: "layer", MACsInt8: 90e9, MACsFloat: 25e9}, {Part: "head", MACsInt8: 80e9}, {Part: "total", Bytes: 1e9, MACsInt8: 170e9, MACsFloat: 25e9}}
+	recs := RooflineRecords(RunMeta{RunID: "r"}, mc, parts, rates, Speed{PrefillTokens: 8, DecodeTPS: 40, PrefillTPS: 0.5})
 	for _, r := range recs {
 		if math.Abs(r.KernelLimitTPS-40) > 1e-9 || math.Abs(r.DecodeKernelFraction-1) > 1e-9 {
 			t.Errorf("record %+v: want kernel limit 40 and fraction 1", r)
 		}
 		if r.DecodeFraction != 0.8 || math.Abs(r.PrefillFraction-0.5) > 1e-12 || r.DecodeLimitTPS != 50 {
 			t.Errorf("record %+v: want fractions 0.8 and 0.5", r)
+		}
+		if r.PrefillMACsInt8 != 100e9 || r.PrefillMACsFloat != 25e9 {
+			t.Errorf("record %+v: want 100e9 int8 and 25e9 float prefill multiply-adds per token", r)
+		}
+	}
+}
+
+func TestPrefillWork(t *testing.T) {
+	parts := []Traffic{
+		{Part: "embd", MACsInt8: 0, MACsFloat: 0},
+		{Part: "layer", MACsInt8: 300, MACsFloat: 20},
+		{Part: "layer", MACsInt8: 300, MACsFloat: 20},
+		{Part: "head", MACsInt8: 1000, MACsFloat: 8},
+		{Part: "total", MACsInt8: 1600, MACsFloat: 48},
+	}
+	for _, c := range []struct {
+		n            int64
+		int8, floats int64
+	}{
+		{1, 1600, 48}, // a one-token prefill is a decode step
+		{4, 850, 42},
+		{1000, 601, 40},
+		{0, 600, 40}, // no prompt: the head is not counted at all
+	} {
+		w := PrefillWork(parts, c.n)
+		if w.MACsInt8 != c.int8 || w.MACsFloat != c.floats {
+			t.Errorf("PrefillWork(%d) = %d int8, %d float multiply-adds; want %d, %d", c.n, w.MACsInt8, w.MACsFloat, c.int8, c.floats)
 		}
 	}
 }

@@ -240,6 +240,8 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 	if r.PrefillLimitVNNITPS > 0 {
 		fmt.Fprintf(w, "                        %.3f tok/s (int8 at the AVX-512 VNNI peak)\n", r.PrefillLimitVNNITPS)
 	}
+	fmt.Fprintf(w, "                        over %.1f int8 and %.1f float MMAC per token: the layers', and the output head's shared\n", float64(r.PrefillMACsInt8)/1e6, float64(r.PrefillMACsFloat)/1e6)
+	fmt.Fprintf(w, "                        by the %d prompt tokens (Prefill computes the last token's logits only)\n", r.PrefillTokens)
 	if r.DecodeTokens > 0 {
 		fmt.Fprintf(w, "decode:   %.3f tok/s = %.3f of the speed of light (%.2f GB/s of weights)", r.DecodeTPS, r.DecodeFraction, r.DecodeTPS*float64(r.Bytes)/1e9)
 		if r.KernelLimitTPS > 0 {
