@@ -39,37 +39,41 @@ func QuantizeQ8K(x []float32, dst []BlockQ8K) {
 	}
 	nb := len(x) / QK_K
 	dst = dst[:nb]
-	for b := range dst {
-		xb := (*[QK_K]float32)(x[b*QK_K:])
-		y := &dst[b]
-
-		var mx, amax float32
-		for _, v := range xb {
-			// Strictly greater keeps the first element on ties, and so its
-			// sign, which decides the sign of d.
-			if a := actAbs(v); a > amax {
-				amax = a
-				mx = v
-			}
-		}
-		if amax == 0 {
-			*y = BlockQ8K{}
-			continue
-		}
-
-		iscale := -127 / mx
-		for j, v := range xb {
-			y.Qs[j] = actRoundI8(iscale * v)
-		}
-		for g := range y.Bsums {
-			var s int16
-			for _, q := range y.Qs[16*g : 16*g+16] {
-				s += int16(q)
-			}
-			y.Bsums[g] = s
-		}
-		y.D = 1 / iscale
+	// The SIMD form, where there is one, does the same float32 operations
+	// and rounds the same way, so the bits match.
+	for b := quantizeQ8KFull(x, dst); b < nb; b++ {
+		quantizeQ8KBlock((*[QK_K]float32)(x[b*QK_K:]), &dst[b])
 	}
+}
+
+// quantizeQ8KBlock quantizes the 256 values of xb into y.
+func quantizeQ8KBlock(xb *[QK_K]float32, y *BlockQ8K) {
+	var mx, amax float32
+	for _, v := range xb {
+		// Strictly greater keeps the first element on ties, and so its
+		// sign, which decides the sign of d.
+		if a := actAbs(v); a > amax {
+			amax = a
+			mx = v
+		}
+	}
+	if amax == 0 {
+		*y = BlockQ8K{}
+		return
+	}
+
+	iscale := -127 / mx
+	for j, v := range xb {
+		y.Qs[j] = actRoundI8(iscale * v)
+	}
+	for g := range y.Bsums {
+		var s int16
+		for _, q := range y.Qs[16*g : 16*g+16] {
+			s += int16(q)
+		}
+		y.Bsums[g] = s
+	}
+	y.D = 1 / iscale
 }
 
 // QuantizeQ8_0 quantizes x into dst (ceil(len(x)/32) blocks; a final partial

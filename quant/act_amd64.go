@@ -23,3 +23,20 @@ func quantizeQ8_0Full(x []float32, dst []BlockQ8_0) int {
 //
 //go:noescape
 func quantizeQ8_0AVX2(x *float32, dst *BlockQ8_0, nb int)
+
+// quantizeQ8KFull quantizes the len(dst) blocks of x with AVX2 and returns
+// how many it did: all of them, or none without AVX2.
+func quantizeQ8KFull(x []float32, dst []BlockQ8K) int {
+	if !hasActAVX2 || len(dst) == 0 {
+		return 0
+	}
+	x = x[:QK_K*len(dst)]
+	quantizeQ8KAVX2(&x[0], &dst[0], len(dst))
+	return len(dst)
+}
+
+// quantizeQ8KAVX2 quantizes nb blocks of 256 floats at x into dst, as
+// quantizeQ8KBlock does (nb > 0).
+//
+//go:noescape
+func quantizeQ8KAVX2(x *float32, dst *BlockQ8K, nb int)

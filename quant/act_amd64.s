@@ -87,3 +87,148 @@ q8loop:
 	JNZ  q8loop
 	VZEROUPPER
 	RET
+
+// quantizeQ8KAVX2 does quantizeQ8KBlock's float32 operations eight lanes
+// at a time. The block maximum of |x| comes from a VMAXPS tree; the first
+// element whose |x| equals it (the one the strictly-greater scan keeps, and
+// whose sign decides d's) is found by a compare and VMOVMSKPS per eight
+// elements. iscale = -127/max and d = 1/iscale are scalar divisions; the
+// codes are x·iscale through VCVTPS2DQ, which rounds to nearest even as
+// actRoundI8 does, and the saturating packs clamp as it does (|x·iscale|
+// is at most 127 and a rounding error anyway). Each 16-code sum is one
+// VPMADDUBSW by ones, one VPMADDWD by ones and two VPHADDD within a
+// 128-bit lane, whose 16 codes it is. Blocks holding NaN or Inf, whose
+// result QuantizeQ8K leaves unspecified, may differ.
+
+DATA q8kact_m127<>+0(SB)/4, $0xc2fe0000
+GLOBL q8kact_m127<>(SB), RODATA|NOPTR, $4
+DATA q8kact_ones8<>+0(SB)/4, $0x01010101
+GLOBL q8kact_ones8<>(SB), RODATA|NOPTR, $4
+DATA q8kact_ones16<>+0(SB)/4, $0x00010001
+GLOBL q8kact_ones16<>(SB), RODATA|NOPTR, $4
+
+// func quantizeQ8KAVX2(x *float32, dst *BlockQ8K, nb int)
+TEXT ·quantizeQ8KAVX2(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), SI
+	MOVQ         dst+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	VBROADCASTSS q8act_abs<>(SB), Y15
+	VMOVSS       q8kact_m127<>(SB), X14
+	VMOVSS       q8act_one<>(SB), X13
+	VMOVDQU      q8act_perm<>(SB), Y12
+	VPBROADCASTD q8kact_ones8<>(SB), Y11
+	VPBROADCASTD q8kact_ones16<>(SB), Y10
+
+q8kloop:
+	// amax = max |x| over the 256 elements, four chains.
+	VANDPS (SI), Y15, Y0
+	VANDPS 32(SI), Y15, Y1
+	VANDPS 64(SI), Y15, Y2
+	VANDPS 96(SI), Y15, Y3
+	MOVQ   $128, AX
+
+q8kmax:
+	VANDPS (SI)(AX*1), Y15, Y4
+	VANDPS 32(SI)(AX*1), Y15, Y5
+	VANDPS 64(SI)(AX*1), Y15, Y6
+	VANDPS 96(SI)(AX*1), Y15, Y7
+	VMAXPS Y4, Y0, Y0
+	VMAXPS Y5, Y1, Y1
+	VMAXPS Y6, Y2, Y2
+	VMAXPS Y7, Y3, Y3
+	ADDQ   $128, AX
+	CMPQ   AX, $1024
+	JLT    q8kmax
+	VMAXPS       Y1, Y0, Y0
+	VMAXPS       Y3, Y2, Y2
+	VMAXPS       Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS       X1, X0, X0
+	VMOVHLPS     X0, X1, X1
+	VMAXPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VMAXSS       X1, X0, X0
+	VXORPS       X1, X1, X1
+	VUCOMISS     X1, X0
+	JEQ          q8kzero
+
+	// mx = the first element with |x| = amax (amax itself if none is,
+	// which only NaN blocks can cause).
+	VBROADCASTSS X0, Y1
+	VMOVAPS      X0, X6
+	XORQ         AX, AX
+
+q8kfind:
+	VANDPS    (SI)(AX*1), Y15, Y2
+	VCMPPS    $0, Y1, Y2, Y2
+	VMOVMSKPS Y2, DX
+	TESTL     DX, DX
+	JNZ       q8kfound
+	ADDQ      $32, AX
+	CMPQ      AX, $1024
+	JLT       q8kfind
+	JMP       q8kscale
+
+q8kfound:
+	BSFL   DX, DX
+	LEAQ   (SI)(AX*1), R8
+	VMOVSS (R8)(DX*4), X6
+
+q8kscale:
+	VDIVSS       X6, X14, X7 // iscale = -127/mx
+	VDIVSS       X7, X13, X8 // d = 1/iscale
+	VMOVSS       X8, BlockQ8K_D(DI)
+	VBROADCASTSS X7, Y7
+	XORQ         AX, AX
+	LEAQ         BlockQ8K_Qs(DI), R9
+	LEAQ         BlockQ8K_Bsums(DI), R10
+
+q8kcodes:
+	VMULPS       (SI)(AX*4), Y7, Y0
+	VMULPS       32(SI)(AX*4), Y7, Y1
+	VMULPS       64(SI)(AX*4), Y7, Y2
+	VMULPS       96(SI)(AX*4), Y7, Y3
+	VCVTPS2DQ    Y0, Y0
+	VCVTPS2DQ    Y1, Y1
+	VCVTPS2DQ    Y2, Y2
+	VCVTPS2DQ    Y3, Y3
+	VPACKSSDW    Y1, Y0, Y0
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSWB    Y2, Y0, Y0
+	VPERMD       Y0, Y12, Y0
+	VMOVDQU      Y0, (R9)(AX*1)
+	VPMADDUBSW   Y0, Y11, Y1
+	VPMADDWD     Y10, Y1, Y1
+	VPHADDD      Y1, Y1, Y1
+	VPHADDD      Y1, Y1, Y1
+	VMOVD        X1, R11
+	MOVW         R11, (R10)
+	VEXTRACTI128 $1, Y1, X1
+	VMOVD        X1, R11
+	MOVW         R11, 2(R10)
+	ADDQ         $4, R10
+	ADDQ         $32, AX
+	CMPQ         AX, $256
+	JLT          q8kcodes
+	JMP          q8knext
+
+q8kzero:
+	MOVL    $0, BlockQ8K_D(DI)
+	VPXOR   Y0, Y0, Y0
+	VMOVDQU Y0, (BlockQ8K_Qs+0)(DI)
+	VMOVDQU Y0, (BlockQ8K_Qs+32)(DI)
+	VMOVDQU Y0, (BlockQ8K_Qs+64)(DI)
+	VMOVDQU Y0, (BlockQ8K_Qs+96)(DI)
+	VMOVDQU Y0, (BlockQ8K_Qs+128)(DI)
+	VMOVDQU Y0, (BlockQ8K_Qs+160)(DI)
+	VMOVDQU Y0, (BlockQ8K_Qs+192)(DI)
+	VMOVDQU Y0, (BlockQ8K_Qs+224)(DI)
+	VMOVDQU Y0, BlockQ8K_Bsums(DI)
+
+q8knext:
+	ADDQ $1024, SI
+	ADDQ $BlockQ8K__size, DI
+	DECQ CX
+	JNZ  q8kloop
+	VZEROUPPER
+	RET

@@ -339,3 +339,60 @@ func TestQuantizeQ8_0WholeBlocks(t *testing.T) {
 	}
 	require.Equal(t, q8Pad32(127, 0, 2, 2, 0, -2, -2, 126, 4, -4, -126, 64, -64), got[0].Qs[:])
 }
+
+// TestQuantizeQ8KWholeBlocks holds QuantizeQ8K (the SIMD form where the
+// CPU has one) to quantizeQ8KBlock, the per-block Go code, bit for bit:
+// random blocks over a wide range of scales, exact ties after scaling, a
+// maximum shared by elements of both signs (the first one decides d's
+// sign), zero and negative-zero blocks, subnormals, single spikes and a
+// maximum in every position.
+func TestQuantizeQ8KWholeBlocks(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	var blocks [][QK_K]float32
+	var zero, negZero, sub, spike, tiesPos, tiesNeg [QK_K]float32
+	for i := range QK_K {
+		negZero[i] = float32(math.Copysign(0, -1))
+		sub[i] = math.Float32frombits(uint32(i + 1)) // subnormal
+		spike[i] = float32(i%3) * 1e-3
+		tiesPos[i] = float32(i%200-100) + 0.5*float32(i%2)
+	}
+	spike[201] = -4e4
+	tiesPos[40], tiesPos[90] = -127, 127 // the first maximum is negative: d > 0
+	tiesNeg = tiesPos
+	tiesNeg[40] = 127 // now positive: d < 0
+	blocks = append(blocks, zero, negZero, sub, spike, tiesPos, tiesNeg)
+	for pos := range QK_K {
+		var b [QK_K]float32
+		for i := range b {
+			b[i] = float32(r.NormFloat64())
+		}
+		b[pos] = float32(10 * (1 - 2*float64(pos%2)))
+		blocks = append(blocks, b)
+	}
+	for range 300 {
+		var b [QK_K]float32
+		scale := math.Pow(10, float64(r.IntN(16)-8))
+		for i := range b {
+			b[i] = float32(r.NormFloat64() * scale)
+		}
+		blocks = append(blocks, b)
+	}
+	x := make([]float32, 0, QK_K*len(blocks))
+	for _, b := range blocks {
+		x = append(x, b[:]...)
+	}
+	got := make([]BlockQ8K, len(blocks))
+	for i := range got {
+		got[i].D, got[i].Qs[0], got[i].Bsums[15] = 55, 55, 55 // all must be written
+	}
+	QuantizeQ8K(x, got)
+	for i := range blocks {
+		var want BlockQ8K
+		quantizeQ8KBlock(&blocks[i], &want)
+		require.Equal(t, math.Float32bits(want.D), math.Float32bits(got[i].D), "block %d: d", i)
+		require.Equal(t, want.Qs, got[i].Qs, "block %d: codes", i)
+		require.Equal(t, want.Bsums, got[i].Bsums, "block %d: sums", i)
+	}
+	require.Positive(t, got[4].D, "first maximum negative")
+	require.Negative(t, got[5].D, "first maximum positive")
+}

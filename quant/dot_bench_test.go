@@ -303,14 +303,30 @@ func BenchmarkMemmove(b *testing.B) {
 	benchSinkU64 = uint64(dst[len(dst)-1])
 }
 
+// BenchmarkQuantizeQ8K compares the per-block Go code (impl=go) with
+// QuantizeQ8K (impl=best: the SIMD form where the CPU has one).
 func BenchmarkQuantizeQ8K(b *testing.B) {
 	x := benchVector()
 	y := make([]BlockQ8K, len(x)/QK_K)
-	b.SetBytes(int64(4 * len(x)))
-	for b.Loop() {
-		QuantizeQ8K(x, y)
+	for _, impl := range []struct {
+		name string
+		run  func()
+	}{
+		{"go", func() {
+			for i := range y {
+				quantizeQ8KBlock((*[QK_K]float32)(x[QK_K*i:]), &y[i])
+			}
+		}},
+		{"best", func() { QuantizeQ8K(x, y) }},
+	} {
+		b.Run("impl="+impl.name, func(b *testing.B) {
+			b.SetBytes(int64(4 * len(x)))
+			for b.Loop() {
+				impl.run()
+			}
+			benchSinkF32 = y[0].D
+		})
 	}
-	benchSinkF32 = y[0].D
 }
 
 // BenchmarkQuantizeQ8_0 compares the per-block Go code (impl=go) with
