@@ -10,7 +10,10 @@ import "fmt"
 // indices get their parity bit from one GF(2) affine transform, and the
 // group scales are applied in int32 with VNNI (VPDPWSSD). They form each
 // block's exact int32 sum and then do the block's float32 arithmetic in
-// dot.go's order, so they return bit for bit what DotIQ2XXS returns.
+// dot.go's order, so they return bit for bit what DotIQ2XXS returns. The
+// single-token kernel multiplies the weights offset by +64 and takes the
+// offset back with the activation's Bsums, so it needs Bsums that are the
+// sums of their codes, as QuantizeQ8K makes them.
 
 // iq2xxsAVX512Codes re-encodes the IQ2_XXS grid for the AVX-512 kernels:
 // bytes 0..255 hold for grid row k the 2-bit codes of its elements 0..3,
@@ -42,7 +45,9 @@ func iq2xxsCodeTable() [512]byte {
 	return tab
 }
 
-// dotIQ2XXSAVX512 is DotIQ2XXS with AVX-512 (BW, VBMI, VNNI, GFNI).
+// dotIQ2XXSAVX512 is DotIQ2XXS with AVX-512 (BW, VBMI, VNNI, GFNI,
+// BITALG) for activations whose Bsums are their codes' sums (QuantizeQ8K's);
+// other Bsums give another result.
 func dotIQ2XXSAVX512(w []byte, y []BlockQ8K) float32 {
 	if len(y) == 0 {
 		return 0
@@ -64,7 +69,8 @@ func dotIQ2XXSx4AVX512(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) {
 }
 
 // dotIQ2XXSAVX512Asm returns the IQ2_XXS dot of nb weight blocks at w with
-// nb activation blocks at y (nb > 0).
+// nb activation blocks at y (nb > 0), whose Bsums must be their codes'
+// sums.
 //
 //go:noescape
 func dotIQ2XXSAVX512Asm(w *byte, y *BlockQ8K, nb int) float32

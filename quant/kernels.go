@@ -14,7 +14,7 @@ type Kernels struct {
 	Q2K      func(w []byte, y []BlockQ8K) float32
 	Q2Kx4    func(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) // out[t] = Q2K(w, yt) bit for bit, four activations of one length
 	Q4K      func(w []byte, y []BlockQ8K) float32
-	IQ2XXS   func(w []byte, y []BlockQ8K) float32
+	IQ2XXS   func(w []byte, y []BlockQ8K) float32                       // y's Bsums as QuantizeQ8K sets them (the AVX-512 kernel uses them)
 	IQ2XXSx4 func(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) // out[t] = IQ2XXS(w, yt) bit for bit, four activations of one length
 	F16      func(w []byte, x []float32) float32
 	F32      func(w []byte, x []float32) float32

@@ -17,23 +17,25 @@ func vectorKernelSets() []Kernels {
 	return []Kernels{avx2}
 }
 
-// avx512Kernels returns the AVX2 kernels avx2 with the IQ2_XXS and Q8_0
-// ones replaced by their AVX-512 versions, which need AVX512F/BW/VL and
-// VNNI, and for IQ2_XXS also VBMI and GFNI, and with the Q8_0 tile kernels
-// (tile_amd64.go, AVX512F/BW/VL and VNNI), the IQ2_XXS ones
+// avx512Kernels returns the AVX2 kernels avx2 with the IQ2_XXS, Q2_K and
+// Q8_0 ones replaced by their AVX-512 versions, which need AVX512F/BW/VL
+// and VNNI, for Q2_K also VBMI and for IQ2_XXS VBMI, GFNI and BITALG, and with the
+// Q8_0 tile kernels (tile_amd64.go, AVX512F/BW/VL and VNNI), the IQ2_XXS ones
 // (tile_iq2_amd64.go, all of the above) and the Q2_K ones
 // (tile_q2k_amd64.go, AVX512F/BW/VL and VNNI) added; x/sys/cpu reports
 // AVX512F only when the OS saves the ZMM and mask registers.
 func avx512Kernels(avx2 Kernels) (Kernels, bool) {
 	x := cpu.X86
 	if !x.HasAVX512F || !x.HasAVX512BW || !x.HasAVX512VL || !x.HasAVX512VBMI ||
-		!x.HasAVX512VNNI || !x.HasAVX512GFNI {
+		!x.HasAVX512VNNI || !x.HasAVX512GFNI || !x.HasAVX512BITALG {
 		return Kernels{}, false
 	}
 	k := avx2
 	k.Name = "avx512"
 	k.IQ2XXS = dotIQ2XXSAVX512
 	k.IQ2XXSx4 = dotIQ2XXSx4AVX512
+	k.Q2K = dotQ2KAVX512
+	k.Q2Kx4 = dotQ2Kx4AVX512
 	k.Q8_0 = dotQ8_0AVX512
 	k.Q8_0x4 = dotQ8_0x4AVX512
 	k.PackQ8_0Tile = packQ8_0TileAVX512
