@@ -35,6 +35,7 @@ func TestMatMulBatch(t *testing.T) {
 		{q8, strided, 3, 600, 40},
 		{q2, shared[:cols], 1, 0, 0},
 		{f16, strided, 3, 600, 0},
+		{f16, strided, 3, 600, 30},
 		{down.Expert(1), mids[256:], 1, 0, 0},
 		{down.Expert(0), mids, 2, 0, 0},
 		{q2, shared, 0, 0, 0},

@@ -150,3 +150,19 @@ func BenchmarkExperts(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkMatMulF16Prefill is a hyper-connection mix of prefill: 24 F16
+// rows of 16384 applied to a chunk of 256 inputs of 16384 floats (16 MB,
+// more than the L2 cache holds).
+func BenchmarkMatMulF16Prefill(b *testing.B) {
+	const cols, rows, n = 16384, 24, 256
+	w := benchWeights(b, quant.F16, cols, rows)
+	x := randVec(newRand(1), n*cols, 1)
+	dst := make([]float32, n*rows)
+	be := New(1)
+	defer be.Close()
+	for b.Loop() {
+		be.MatMul(dst, w, x, n)
+	}
+	benchSink = dst[0]
+}

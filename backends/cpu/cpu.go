@@ -425,7 +425,7 @@ func (j *matJob) Run(i int) {
 	pi--
 	p := &j.ps[pi]
 	w, cols, rows := p.W, p.W.Cols, p.W.Rows
-	xs, ds := stride(p.XStride, cols), stride(p.DstStride, rows)
+	ds := stride(p.DstStride, rows)
 	off := j.off[pi]
 	r0 := (i - j.start[pi]) * rowsPerTask
 	r1 := min(rows, r0+rowsPerTask)
@@ -435,6 +435,11 @@ func (j *matJob) Run(i int) {
 	}
 	if r1-r0 == quant.Q8_0TileRows && j.useTile(p) {
 		j.runTile(p, off, r0)
+		return
+	}
+	switch w.Type {
+	case quant.F16, quant.BF16, quant.F32:
+		j.runFloat(p, r0, r1)
 		return
 	}
 	tail := p.N%4 == tailX4 && !j.k.Generic()
@@ -492,14 +497,33 @@ func (j *matJob) Run(i int) {
 			case quant.IQ2_XXS:
 				nb := cols / quant.QK_K
 				v = j.k.IQ2XXS(row, j.q8k[off+t*nb:off+(t+1)*nb])
-			case quant.F16:
-				v = j.k.F16(row, p.X[t*xs:t*xs+cols])
-			case quant.BF16:
-				v = DotBF16(row, p.X[t*xs:t*xs+cols])
-			case quant.F32:
-				v = j.k.F32(row, p.X[t*xs:t*xs+cols])
 			}
 			p.Dst[t*ds+r] = v
+		}
+	}
+}
+
+// runFloat is Run for rows r0..r1 of a float-weight product of several
+// inputs. Its matrices (the hyper-connection mixes, 24 rows of 16384, and
+// the router) have few, long rows and inputs of as many floats, so it
+// takes the inputs in the outer loop: one input stays in cache while the
+// task's rows pass over it, instead of every input coming back from L3
+// for every row.
+func (j *matJob) runFloat(p *backends.Product, r0, r1 int) {
+	w, cols := p.W, p.W.Cols
+	xs, ds := stride(p.XStride, cols), stride(p.DstStride, w.Rows)
+	dot := DotBF16
+	switch w.Type {
+	case quant.F16:
+		dot = j.k.F16
+	case quant.F32:
+		dot = j.k.F32
+	}
+	for t := range p.N {
+		x := p.X[t*xs : t*xs+cols]
+		dst := p.Dst[t*ds+r0 : t*ds+r1]
+		for k := range dst {
+			dst[k] = dot(w.Data[(r0+k)*w.RowBytes:(r0+k+1)*w.RowBytes], x)
 		}
 	}
 }

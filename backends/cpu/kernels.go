@@ -185,16 +185,26 @@ func RoundF16(x []float32) {
 // over a per column plus eps, then alternating row and column
 // normalizations for iters rounds in total.
 func Sinkhorn(c []float32, n, iters int, eps float32) {
+	// The softmax subtracts every column's maximum first so that one
+	// expfs call does all n² exps; the float operations and their order
+	// per column are those of a column-by-column loop.
+	c = c[:n*n]
 	for b := range n {
 		col := c[n*b : n*b+n]
 		m := col[0]
 		for _, v := range col[1:] {
 			m = max(m, v)
 		}
-		var s float32
 		for a := range col {
-			col[a] = expf(col[a] - m)
-			s += col[a]
+			col[a] -= m
+		}
+	}
+	expfs(c, c)
+	for b := range n {
+		col := c[n*b : n*b+n]
+		var s float32
+		for _, v := range col {
+			s += v
 		}
 		r := 1 / s
 		for a := range col {
@@ -239,14 +249,12 @@ func Sinkhorn(c []float32, n, iters int, eps float32) {
 func HCPost(dst, x, y, post, comb []float32, n int) {
 	d := len(y)
 	for a := range n {
+		// Per element: y·post[a] first, then the streams b = 0..n−1 in
+		// order, each product rounded before it is added.
 		out := dst[a*d : (a+1)*d]
-		pa := post[a]
-		for i := range d {
-			acc := float32(y[i] * pa)
-			for b := range n {
-				acc += float32(comb[a+n*b] * x[b*d+i])
-			}
-			out[i] = acc
+		mulTo(out, post[a], y)
+		for b := range n {
+			mulAdd(out, comb[a+n*b], x[b*d:(b+1)*d])
 		}
 	}
 }

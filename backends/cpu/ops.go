@@ -54,83 +54,107 @@ func (b *Backend) HCHead(out, x, mix, scale, base []float32, eps float32) {
 	weightedSum(out, x, w)
 }
 
-// weightedSum sets dst[d] = Σ_h x[h·len(dst) + d]·w[h], summed in h order.
+// weightedSum sets dst[d] = Σ_h x[h·len(dst) + d]·w[h], summed in h order
+// from 0; dst must not overlap x.
 func weightedSum(dst, x, w []float32) {
 	width := len(dst)
-	for d := range width {
-		var acc float32
-		for h, wh := range w {
-			acc += float32(x[h*width+d] * wh)
-		}
-		dst[d] = acc
+	clear(dst)
+	for h, wh := range w {
+		mulAdd(dst, wh, x[h*width:(h+1)*width])
 	}
 }
 
 // Attend implements backends.Backend (spec §6.1): per head, scores in row
-// order, the maximum taken from the sink up, then one pass accumulating the
-// weights and the weighted rows, scaled by the reciprocal of the sum. The
-// heads are independent, so they run in parallel once a call is large
-// enough to repay waking the workers; each head's float order is the same
-// either way.
+// order, the maximum taken from the sink up, the weights summed in row
+// order after the sink's, and the weighted rows accumulated in row order,
+// scaled by the reciprocal of the sum. The heads go in groups of
+// attendGroup that share each pass over the rows; the groups are
+// independent, so they run in parallel once a call is large enough to
+// repay waking the workers. Each head's float order is the same either
+// way. The scores go to a buffer of the backend's, so scratch is unused.
 func (b *Backend) Attend(out, q []float32, rows [][]float32, sinks []float32, scale float32, scratch []float32) {
 	heads := len(sinks)
 	d := len(q) / heads
-	if b.workers == 1 || heads == 1 || heads*len(rows)*d < attendParallelMACs {
-		sj := scratch[:len(rows)]
-		for h := range heads {
-			b.attendHead(out[h*d:(h+1)*d], q[h*d:(h+1)*d], rows, sinks[h], scale, sj)
-		}
-		return
-	}
+	groups := (heads + attendGroup - 1) / attendGroup
 	j := b.attends.Get().(*attendJob)
 	j.b, j.out, j.q, j.rows, j.sinks, j.scale, j.d = b, out, q, rows, sinks, scale, d
-	j.sj = grow(j.sj, heads*len(rows))
-	b.Parallel(heads, j)
+	j.sj = grow(j.sj, heads*(len(rows)+1))
+	if b.workers == 1 || groups == 1 || heads*len(rows)*d < attendParallelMACs {
+		for g := range groups {
+			j.Run(g)
+		}
+	} else {
+		b.Parallel(groups, j)
+	}
 	j.out, j.q, j.rows, j.sinks = nil, nil, nil, nil
 	b.attends.Put(j)
 }
 
+// attendGroup is how many heads share a pass over the rows: each row
+// loaded serves four heads (vecOps.dots4, weigh4).
+const attendGroup = 4
+
 // attendParallelMACs is the score multiply-adds (heads × rows × head
-// dimension) from which Attend spreads its heads over the workers: 64
-// heads of 512 over 32 rows, about 0.1 ms of one core with the SIMD
-// loops, against some microseconds to wake a helper.
+// dimension) from which Attend spreads its head groups over the workers:
+// 64 heads of 512 over 32 rows, some tens of microseconds of one core with
+// the SIMD loops, against some microseconds to wake a helper.
 const attendParallelMACs = 1 << 20
 
-// attendJob is one parallel Attend call; task h is head h.
+// attendJob is one Attend call; task g is head group g.
 type attendJob struct {
 	b             *Backend
 	out, q, sinks []float32
 	rows          [][]float32
 	scale         float32
 	d             int
-	sj            []float32 // each head's scores, len(rows) apiece
+	sj            []float32 // each head's scores and weights (len(rows)), then the heads' reciprocal sums
 }
 
-// Run attends head h.
-func (j *attendJob) Run(h int) {
+// Run attends the heads of group g.
+func (j *attendJob) Run(g int) {
 	n, d := len(j.rows), j.d
-	j.b.attendHead(j.out[h*d:(h+1)*d], j.q[h*d:(h+1)*d], j.rows, j.sinks[h], j.scale, j.sj[h*n:(h+1)*n])
+	lo := g * attendGroup
+	hi := min(lo+attendGroup, len(j.sinks))
+	heads := len(j.sinks)
+	j.b.attendHeads(j.out[lo*d:hi*d], j.q[lo*d:hi*d], j.rows, j.sinks[lo:hi], j.scale, j.sj[lo*n:hi*n], j.sj[heads*n+lo:heads*n+hi])
 }
 
-// attendHead sets acc to one head's attention output over rows, using sj
-// (len(rows)) for its scores.
-func (b *Backend) attendHead(acc, qh []float32, rows [][]float32, sink, scale float32, sj []float32) {
-	mx := sink
-	for j, row := range rows {
-		sj[j] = b.vec.dot(qh, row) * scale
-		mx = max(mx, sj[j])
+// attendHeads sets out to the attention output over rows of the heads of
+// q, one per sink (at most attendGroup, len(q)/len(sinks) floats apiece),
+// using s (len(sinks)·len(rows)) for their scores and then their weights,
+// those of head h and row j at s[len(sinks)·j+h], and r (len(sinks)) for
+// the reciprocals of their sums.
+func (b *Backend) attendHeads(out, q []float32, rows [][]float32, sinks []float32, scale float32, s, r []float32) {
+	g := len(sinks)
+	b.vec.dots(s, q, g, rows)
+	// A maximum does not depend on the order it is taken in, so the
+	// heads' maxima run side by side, g independent chains.
+	var mx [attendGroup]float32
+	copy(mx[:], sinks)
+	for k := 0; k < len(s); k += g {
+		for h, v := range s[k : k+g] {
+			v *= scale
+			s[k+h] = v
+			mx[h] = max(mx[h], v)
+		}
 	}
-	den := expf(sink - mx)
-	clear(acc)
-	for j, row := range rows {
-		wj := expf(sj[j] - mx)
-		den += wj
-		b.vec.axpy(acc, wj, row)
+	// The weights exp(s − max) of every head come from one expfs call,
+	// which gives expf's bits; each head's sum then runs in row order
+	// after its sink's weight, as before.
+	for k := 0; k < len(s); k += g {
+		for h := range g {
+			s[k+h] -= mx[h]
+		}
 	}
-	r := 1 / den
-	for k := range acc {
-		acc[k] *= r
+	expfs(s, s)
+	for h, sink := range sinks {
+		den := expf(sink - mx[h])
+		for k := h; k < len(s); k += g {
+			den += s[k]
+		}
+		r[h] = 1 / den
 	}
+	b.vec.weigh(out, s, g, rows, r)
 }
 
 // negInf is the reference's "minus infinity" for empty compressor slots.
@@ -237,11 +261,7 @@ func (b *Backend) SelectExperts(sel []int, prob, bias []float32) {
 
 // SwiGLU implements backends.Backend.
 func (b *Backend) SwiGLU(dst, g, u []float32, clamp, weight float32) {
-	for j := range dst {
-		gj := min(g[j], clamp)
-		uj := min(max(u[j], -clamp), clamp)
-		dst[j] = float32(SiLU(gj)*uj) * weight
-	}
+	swiglu(dst, g, u, clamp, weight)
 }
 
 // Add implements backends.Backend.

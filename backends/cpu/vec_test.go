@@ -65,5 +65,5 @@ func TestVecOpsFollowKernels(t *testing.T) {
 // sameVecOps reports whether a and b hold the same functions.
 func sameVecOps(a, b vecOps) bool {
 	same := func(f, g any) bool { return reflect.ValueOf(f).Pointer() == reflect.ValueOf(g).Pointer() }
-	return same(a.dot, b.dot) && same(a.axpy, b.axpy)
+	return same(a.dot, b.dot) && same(a.axpy, b.axpy) && same(a.dots4, b.dots4) && same(a.weigh4, b.weigh4)
 }
