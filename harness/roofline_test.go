@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -154,6 +155,34 @@ func TestPrefillWork(t *testing.T) {
 		if w.MACsInt8 != c.int8 || w.MACsFloat != c.floats {
 			t.Errorf("PrefillWork(%d) = %d int8, %d float multiply-adds; want %d, %d", c.n, w.MACsInt8, w.MACsFloat, c.int8, c.floats)
 		}
+	}
+}
+
+// TestReprobeRead checks that a second bandwidth probe only raises the
+// figures: a higher earlier figure stays, a zero one is measured.
+func TestReprobeRead(t *testing.T) {
+	cfg := MachineConfig{BufferBytes: 8 << 20, MinTime: 10 * time.Millisecond, Trials: 1, Threads: 2}
+	mc := Machine{ReadGBs1: 1e9, FMAGflopsAll: 7}
+	var steps []string
+	if err := ReprobeRead(context.Background(), cfg, &mc, func(s string) { steps = append(steps, s) }); err != nil {
+		t.Fatal(err)
+	}
+	if mc.ReadGBs1 != 1e9 {
+		t.Errorf("ReadGBs1 = %v, want the higher 1e9 kept", mc.ReadGBs1)
+	}
+	if mc.ReadGBsAll <= 0 || mc.ReadGBsAll > 1e6 {
+		t.Errorf("ReadGBsAll = %v, want a measured figure", mc.ReadGBsAll)
+	}
+	if mc.FMAGflopsAll != 7 {
+		t.Errorf("FMAGflopsAll = %v, want 7 left alone", mc.FMAGflopsAll)
+	}
+	if want := "read bandwidth, 1 thread|read bandwidth, 2 threads"; strings.Join(steps, "|") != want {
+		t.Errorf("steps %q, want %q", steps, want)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := ReprobeRead(ctx, cfg, &mc, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled context: err = %v", err)
 	}
 }
 
