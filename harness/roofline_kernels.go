@@ -69,9 +69,6 @@ func MeasureKernels(ctx context.Context, k quant.Kernels, byType map[quant.Type]
 		r := KernelRate{Type: t.String(), DecodeBytes: byType[t]}
 		if !t.Emittable() {
 			// Rows of lookup tables (I32) are read, not multiplied.
-			if mc.ReadGBsAll > 0 {
-				r.FloorMs = float64(r.DecodeBytes) / (mc.ReadGBsAll * 1e9) * 1e3
-			}
 			rates = append(rates, r)
 			continue
 		}
@@ -99,12 +96,27 @@ func MeasureKernels(ctx context.Context, k quant.Kernels, byType map[quant.Type]
 				}
 			}
 		}
-		if rate := min(r.GBsAll, mc.ReadGBsAll); rate > 0 {
-			r.FloorMs = float64(r.DecodeBytes) / (rate * 1e9) * 1e3
-		}
 		rates = append(rates, r)
 	}
+	SetFloors(rates, mc)
 	return rates, nil
+}
+
+// SetFloors sets each rate's FloorMs from mc's all-threads read bandwidth:
+// its bytes at the lesser of its kernel's rate and the bandwidth, or at
+// the bandwidth for a type read without a kernel (GBsAll 0).
+func SetFloors(rates []KernelRate, mc Machine) {
+	for i := range rates {
+		r := &rates[i]
+		rate := mc.ReadGBsAll
+		if r.GBsAll > 0 {
+			rate = min(r.GBsAll, rate)
+		}
+		r.FloorMs = 0
+		if rate > 0 {
+			r.FloorMs = float64(r.DecodeBytes) / (rate * 1e9) * 1e3
+		}
+	}
 }
 
 // KernelLimit returns the decode rate in tokens/s that the kernels allow:

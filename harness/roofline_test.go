@@ -186,6 +186,30 @@ func TestReprobeRead(t *testing.T) {
 	}
 }
 
+// TestSetFloors checks the floors against a bandwidth raised after the
+// kernels were measured: a kernel slower than the bandwidth keeps its
+// rate, a faster one and a table row go at the bandwidth.
+func TestSetFloors(t *testing.T) {
+	rates := []KernelRate{
+		{Type: "q8_0", DecodeBytes: 6e8, GBsAll: 90, FloorMs: 99},
+		{Type: "iq2_xxs", DecodeBytes: 2e8, GBsAll: 20, FloorMs: 99},
+		{Type: "i32", DecodeBytes: 3e6, FloorMs: 99},
+	}
+	SetFloors(rates, Machine{ReadGBsAll: 60})
+	for i, want := range []float64{10, 10, 0.05} {
+		if math.Abs(rates[i].FloorMs-want) > 1e-9 {
+			t.Errorf("%s floor %v ms, want %v", rates[i].Type, rates[i].FloorMs, want)
+		}
+	}
+	if got := KernelLimit(rates); math.Abs(got-1000/20.05) > 1e-9 {
+		t.Errorf("KernelLimit = %v, want %v", got, 1000/20.05)
+	}
+	SetFloors(rates, Machine{})
+	if rates[2].FloorMs != 0 || KernelLimit(rates) != 0 {
+		t.Errorf("no bandwidth: floors %+v, want the table row's 0 and no limit", rates)
+	}
+}
+
 func TestMeasureMachine(t *testing.T) {
 	mc, err := MeasureMachine(context.Background(), MachineConfig{BufferBytes: 8 << 20, MinTime: 20 * time.Millisecond, Trials: 1, Threads: 2}, nil)
 	if err != nil {

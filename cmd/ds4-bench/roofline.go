@@ -145,6 +145,7 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err := harness.ReprobeRead(ctx, probeCfg, &mc, step); err != nil {
 			return err
 		}
+		harness.SetFloors(rates, mc)
 	}
 	if modelPath != "" {
 		meta.Notes += hugePageNote(m.File, modelPath, *inMemory, stderr)
