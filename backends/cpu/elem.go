@@ -21,3 +21,13 @@ func mulAdd(acc []float32, s float32, x []float32) {
 		acc[i] += float32(s * x[i])
 	}
 }
+
+// mulMulTo sets dst[i] = float32(s·x[i])·w[i], the product with s rounded
+// before the one with w.
+func mulMulTo(dst []float32, s float32, x, w []float32) {
+	x, w = x[:len(dst)], w[:len(dst)]
+	i := mulMulToSIMD(dst, s, x, w)
+	for ; i < len(dst); i++ {
+		dst[i] = float32(s*x[i]) * w[i]
+	}
+}

@@ -24,6 +24,17 @@ func mulAddSIMD(acc []float32, s float32, x []float32) int {
 	return n
 }
 
+// mulMulToSIMD does mulMulTo's first len(dst)&^7 elements with AVX2 and
+// returns how many it did (none without AVX2).
+func mulMulToSIMD(dst []float32, s float32, x, w []float32) int {
+	n := len(dst) &^ 7
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	mulMulToAVX2Asm(&dst[0], s, &x[0], &w[0], n)
+	return n
+}
+
 // mulToAVX2Asm sets the n floats at dst to s times those at x (n a
 // positive multiple of 8).
 //
@@ -35,3 +46,9 @@ func mulToAVX2Asm(dst *float32, s float32, x *float32, n int)
 //
 //go:noescape
 func mulAddAVX2Asm(acc *float32, s float32, x *float32, n int)
+
+// mulMulToAVX2Asm sets the n floats at dst to s times those at x, rounded,
+// times those at w (n a positive multiple of 8).
+//
+//go:noescape
+func mulMulToAVX2Asm(dst *float32, s float32, x, w *float32, n int)

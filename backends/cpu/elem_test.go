@@ -21,7 +21,7 @@ func elemInputs(n int, seed uint64) []float32 {
 	return x
 }
 
-// TestElemLoops holds mulTo and mulAdd (their SIMD forms where the CPU
+// TestElemLoops holds mulTo, mulAdd and mulMulTo (their SIMD forms where the CPU
 // has them) to the plain loops bit for bit, on every length to 70 and on
 // the Flash width, with infinities, NaN, signed zeros and subnormals.
 func TestElemLoops(t *testing.T) {
@@ -43,6 +43,11 @@ func TestElemLoops(t *testing.T) {
 				for i := range n {
 					want := acc[i] + float32(s*x[i])
 					require.Equal(t, math.Float32bits(want), math.Float32bits(got[i]), "mulAdd %d", i)
+				}
+				mulMulTo(got, s, x, acc)
+				for i := range n {
+					want := float32(s*x[i]) * acc[i]
+					require.Equal(t, math.Float32bits(want), math.Float32bits(got[i]), "mulMulTo %d", i)
 				}
 			})
 		}

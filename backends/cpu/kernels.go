@@ -16,16 +16,12 @@ func RMSNorm(dst, x, w []float32, eps float32) {
 	}
 	mean := float32(ss / float64(len(x)))
 	s := 1 / sqrtf(mean+eps)
+	dst = dst[:len(x)]
 	if w == nil {
-		for i, v := range x {
-			dst[i] = v * s
-		}
+		mulTo(dst, s, x)
 		return
 	}
-	w = w[:len(x)]
-	for i, v := range x {
-		dst[i] = float32(v*s) * w[i]
-	}
+	mulMulTo(dst, s, x, w)
 }
 
 // ApplyRoPE rotates adjacent pairs of tail (len r.Dims) for position pos;
