@@ -27,6 +27,16 @@ DATA q8act_perm<>+24(SB)/4, $3
 DATA q8act_perm<>+28(SB)/4, $7
 GLOBL q8act_perm<>(SB), RODATA|NOPTR, $32
 
+// HMAX leaves in the low float of X (the low half of Y) the maximum of
+// the eight floats of Y, clobbering T.
+#define HMAX(Y, X, T) \
+	VEXTRACTF128 $1, Y, T \
+	VMAXPS       T, X, X  \
+	VMOVHLPS     X, T, T  \
+	VMAXPS       T, X, X  \
+	VMOVSHDUP    X, T     \
+	VMAXSS       T, X, X
+
 // func quantizeQ8_0AVX2(x *float32, dst *BlockQ8_0, nb int)
 TEXT ·quantizeQ8_0AVX2(SB), NOSPLIT, $0-24
 	MOVQ         x+0(FP), SI
@@ -52,12 +62,7 @@ q8loop:
 	VMAXPS       Y5, Y4, Y4
 	VMAXPS       Y7, Y6, Y6
 	VMAXPS       Y6, Y4, Y4
-	VEXTRACTF128 $1, Y4, X5
-	VMAXPS       X5, X4, X4
-	VMOVHLPS     X4, X5, X5
-	VMAXPS       X5, X4, X4
-	VMOVSHDUP    X4, X5
-	VMAXSS       X5, X4, X4
+	HMAX(Y4, X4, X5)
 
 	// d = amax/127; id = 1/d, or 0 when d is 0 (1/0 is masked off).
 	VDIVSS X14, X4, X5
@@ -142,12 +147,7 @@ q8kmax:
 	VMAXPS       Y1, Y0, Y0
 	VMAXPS       Y3, Y2, Y2
 	VMAXPS       Y2, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VMAXPS       X1, X0, X0
-	VMOVHLPS     X0, X1, X1
-	VMAXPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VMAXSS       X1, X0, X0
+	HMAX(Y0, X0, X1)
 	VXORPS       X1, X1, X1
 	VUCOMISS     X1, X0
 	JEQ          q8kzero

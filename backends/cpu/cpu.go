@@ -512,13 +512,7 @@ func (j *matJob) Run(i int) {
 func (j *matJob) runFloat(p *backends.Product, r0, r1 int) {
 	w, cols := p.W, p.W.Cols
 	xs, ds := stride(p.XStride, cols), stride(p.DstStride, w.Rows)
-	dot := DotBF16
-	switch w.Type {
-	case quant.F16:
-		dot = j.k.F16
-	case quant.F32:
-		dot = j.k.F32
-	}
+	dot := j.floatDot(w.Type)
 	for t := range p.N {
 		x := p.X[t*xs : t*xs+cols]
 		dst := p.Dst[t*ds+r0 : t*ds+r1]
@@ -632,17 +626,23 @@ func (j *matJob) runOne(p *backends.Product, off, r0, r1 int) {
 		}
 	default:
 		x := p.X[:w.Cols]
-		dot := DotBF16
-		switch w.Type {
-		case quant.F16:
-			dot = j.k.F16
-		case quant.F32:
-			dot = j.k.F32
-		}
+		dot := j.floatDot(w.Type)
 		for k := range dst {
 			dst[k] = dot(data[k*rb:(k+1)*rb], x)
 		}
 	}
+}
+
+// floatDot returns the dot kernel of float-weight type t: F16, F32 or
+// BF16.
+func (j *matJob) floatDot(t quant.Type) func([]byte, []float32) float32 {
+	switch t {
+	case quant.F16:
+		return j.k.F16
+	case quant.F32:
+		return j.k.F32
+	}
+	return DotBF16
 }
 
 // DotBF16 is a sequential float32 dot of a BF16 row with x.
