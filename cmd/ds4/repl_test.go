@@ -233,7 +233,7 @@ func TestREPLNoRePrefill(t *testing.T) {
 // forgotten, and the next turn starts the session over.
 func TestREPLInterruptDuringPrefill(t *testing.T) {
 	t.Chdir(t.TempDir())
-	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 90)
+	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 180)
 	require.NoError(t, os.WriteFile("long.txt", []byte(long), 0o644))
 	intr := make(chan os.Signal, 1)
 	c := &evalCounter{}
@@ -252,7 +252,7 @@ func TestREPLInterruptDuringPrefill(t *testing.T) {
 			}
 		},
 	}
-	_, errOut := runREPLHooks(t, h, "hello\n/read long.txt\nafter\n", "--nothink", "--ctx", "2048")
+	_, errOut := runREPLHooks(t, h, "hello\n/read long.txt\nafter\n", "--nothink", "--ctx", "4096")
 	require.Contains(t, errOut, "ds4: interrupted\n")
 	ts := prefills(t, errOut)
 	require.Len(t, ts, 3, errOut)
@@ -284,11 +284,11 @@ func TestREPLBlocks(t *testing.T) {
 // than one step.
 func TestREPLProgressAndMemory(t *testing.T) {
 	t.Chdir(t.TempDir())
-	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 30)
+	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 60)
 	require.NoError(t, os.WriteFile("long.txt", []byte(long), 0o644))
 	out, errOut := runREPLCmd(t, "hi\n/ctx 1000\n/read long.txt\n", "--nothink")
-	require.Regexp(t, `ds4: context buffers [0-9.]+ MiB \(ctx=512, backend=cpu, prefill_chunk=256, raw_kv_rows=16, compressed_kv_rows=130\)`, errOut)
-	require.Regexp(t, `ds4: context buffers [0-9.]+ MiB \(ctx=1000, backend=cpu, prefill_chunk=256, raw_kv_rows=16, compressed_kv_rows=252\)`, errOut)
+	require.Regexp(t, `ds4: context buffers [0-9.]+ MiB \(ctx=512, backend=cpu, prefill_chunk=512, raw_kv_rows=16, compressed_kv_rows=130\)`, errOut)
+	require.Regexp(t, `ds4: context buffers [0-9.]+ MiB \(ctx=1000, backend=cpu, prefill_chunk=512, raw_kv_rows=16, compressed_kv_rows=252\)`, errOut)
 	require.Contains(t, out, "Context: 1000 tokens.")
 	ts := prefills(t, errOut)
 	require.Len(t, ts, 2, errOut)
