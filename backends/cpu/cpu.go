@@ -589,10 +589,7 @@ func (j *matJob) runTile(p *backends.Product, off, r0 int) {
 		j.k.PackQ2KTile(sc.tile, rows, w.RowBytes)
 		j.k.Q2KTile(sc.tile, j.q8k[off:off+p.N*nb], p.N, sc.out)
 	}
-	ds := stride(p.DstStride, w.Rows)
-	for t := range p.N {
-		copy(p.Dst[t*ds+r0:t*ds+r0+quant.Q8_0TileRows], sc.out[t*quant.Q8_0TileRows:])
-	}
+	scatterTile(p.Dst[r0:], stride(p.DstStride, w.Rows), sc.out, p.N)
 	j.tiles.Put(sc)
 }
 
