@@ -86,9 +86,15 @@ type Backend interface {
 
 	// RMSNorm sets dst = x·w/sqrt(mean(x²)+eps) (w nil: no weight); dst may be x.
 	RMSNorm(dst, x, w []float32, eps float32)
+	// RMSNormHeads sets each of the len(x)/dim rows of x to its RMSNorm
+	// (no weight), as RMSNorm(row, row, nil, eps) would.
+	RMSNormHeads(x []float32, dim int, eps float32)
 	// RoPE rotates the adjacent pairs of tail for position pos (by −θ when
 	// inverse).
 	RoPE(tail []float32, pos int, r RoPE, inverse bool)
+	// RoPEHeads is RoPE of the r.Dims floats from off of each of the
+	// len(x)/stride rows of x, all at position pos.
+	RoPEHeads(x []float32, stride, off, pos int, r RoPE, inverse bool)
 	// FP8Sim rounds x through E4M3FN in blocks of 64 with power-of-two scales.
 	FP8Sim(x []float32)
 	// QAT applies the normalized Hadamard transform and rounds through E2M1

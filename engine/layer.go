@@ -129,11 +129,8 @@ func (s *Session) attention(il int, toks []int, pos0 int) {
 	for i := range n {
 		pos := pos0 + i
 		q := sc.q[i*qd : (i+1)*qd]
-		for h := range p.Heads {
-			qh := q[h*p.HeadDim : (h+1)*p.HeadDim]
-			be.RMSNorm(qh, qh, nil, p.RMSEps)
-			be.RoPE(qh[nope:], pos, l.Rope, false)
-		}
+		be.RMSNormHeads(q, p.HeadDim, p.RMSEps)
+		be.RoPEHeads(q, p.HeadDim, nope, pos, l.Rope, false)
 		kv := sc.kv[i*p.HeadDim : (i+1)*p.HeadDim]
 		be.RMSNorm(kv, kv, l.KVNorm, p.RMSEps)
 		be.RoPE(kv[nope:], pos, l.Rope, false)
@@ -152,9 +149,7 @@ func (s *Session) attention(il int, toks []int, pos0 int) {
 			}
 		}
 		s.attend(l, st, sc.o[i*qd:(i+1)*qd], q, mask)
-		for h := range p.Heads {
-			be.RoPE(sc.o[i*qd+h*p.HeadDim+nope:i*qd+(h+1)*p.HeadDim], pos, l.Rope, true)
-		}
+		be.RoPEHeads(sc.o[i*qd:(i+1)*qd], p.HeadDim, nope, pos, l.Rope, true)
 	}
 	// Grouped low-rank output: group g's heads go through rows
 	// [g·OLora, (g+1)·OLora) of OutA only.
@@ -258,10 +253,9 @@ func (s *Session) indexer(l *Layer, st *layerState, i, pos int) []bool {
 	}
 	iqd := p.IndexerHeads * p.IndexerDim
 	qi := sc.qi[i*iqd : (i+1)*iqd]
+	s.be.RoPEHeads(qi, p.IndexerDim, p.IndexerDim-p.RopeDim, pos, l.Rope, false)
 	for h := range p.IndexerHeads {
-		qh := qi[h*p.IndexerDim : (h+1)*p.IndexerDim]
-		s.be.RoPE(qh[p.IndexerDim-p.RopeDim:], pos, l.Rope, false)
-		s.be.QAT(qh)
+		s.be.QAT(qi[h*p.IndexerDim : (h+1)*p.IndexerDim])
 	}
 	// The weights absorb the score scale 1/sqrt(dim·heads); the product
 	// is the one the reference forms per head.

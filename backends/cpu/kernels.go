@@ -14,8 +14,7 @@ func RMSNorm(dst, x, w []float32, eps float32) {
 	for _, v := range x {
 		ss += float64(v) * float64(v)
 	}
-	mean := float32(ss / float64(len(x)))
-	s := 1 / sqrtf(mean+eps)
+	s := rmsScale(ss, len(x), eps)
 	dst = dst[:len(x)]
 	if w == nil {
 		mulTo(dst, s, x)
@@ -24,12 +23,69 @@ func RMSNorm(dst, x, w []float32, eps float32) {
 	mulMulTo(dst, s, x, w)
 }
 
+// rmsScale is RMSNorm's factor for a sum of squares ss of n values.
+func rmsScale(ss float64, n int, eps float32) float32 {
+	mean := float32(ss / float64(n))
+	return 1 / sqrtf(mean+eps)
+}
+
+// RMSNormHeads sets each of the len(x)/dim rows of x to RMSNorm(row, row,
+// nil, eps). Each row's sum of squares is the same sequential float64
+// sum, but four rows' sums run in one loop: the add latency that bounds
+// one sum is hidden by the others.
+func RMSNormHeads(x []float32, dim int, eps float32) {
+	rows := len(x) / dim
+	r := 0
+	for ; r+4 <= rows; r += 4 {
+		a := x[r*dim : (r+1)*dim]
+		b := x[(r+1)*dim : (r+2)*dim]
+		c := x[(r+2)*dim : (r+3)*dim]
+		d := x[(r+3)*dim : (r+4)*dim]
+		b, c, d = b[:len(a)], c[:len(a)], d[:len(a)]
+		var sa, sb, sc, sd float64
+		for i, v := range a {
+			sa += float64(v) * float64(v)
+			sb += float64(b[i]) * float64(b[i])
+			sc += float64(c[i]) * float64(c[i])
+			sd += float64(d[i]) * float64(d[i])
+		}
+		mulTo(a, rmsScale(sa, dim, eps), a)
+		mulTo(b, rmsScale(sb, dim, eps), b)
+		mulTo(c, rmsScale(sc, dim, eps), c)
+		mulTo(d, rmsScale(sd, dim, eps), d)
+	}
+	for ; r < rows; r++ {
+		row := x[r*dim : (r+1)*dim]
+		RMSNorm(row, row, nil, eps)
+	}
+}
+
 // ApplyRoPE rotates adjacent pairs of tail (len r.Dims) for position pos;
 // inverse rotates by −θ. Angles come from the iterative product
 // θ_k = pos·step^k, as the reference computes them.
 func ApplyRoPE(r backends.RoPE, tail []float32, pos int, inverse bool) {
+	ApplyRoPEHeads(r, tail, len(tail), 0, pos, inverse)
+}
+
+// ropeMaxPairs bounds the rotation table ApplyRoPEHeads keeps on the
+// stack; DS4's tails have 32 pairs.
+const ropeMaxPairs = 64
+
+// ApplyRoPEHeads is ApplyRoPE of the r.Dims floats from off of each of the
+// len(x)/stride rows of x: the angles' cosines and sines are computed
+// once for all rows.
+func ApplyRoPEHeads(r backends.RoPE, x []float32, stride, off, pos int, inverse bool) {
+	pairs := r.Dims / 2
+	if stride <= 0 {
+		return
+	}
+	var buf [2 * ropeMaxPairs]float32
+	cs := buf[:]
+	if pairs > ropeMaxPairs {
+		cs = make([]float32, 2*pairs)
+	}
 	te := float32(pos)
-	for k := 0; k < r.Dims/2; k++ {
+	for k := range pairs {
 		ti := r.FreqScale * te
 		theta := ti
 		if r.YaRN {
@@ -40,10 +96,17 @@ func ApplyRoPE(r backends.RoPE, tail []float32, pos int, inverse bool) {
 		if inverse {
 			s = -s
 		}
-		x0, x1 := tail[2*k], tail[2*k+1]
-		tail[2*k] = float32(x0*c) - float32(x1*s)
-		tail[2*k+1] = float32(x0*s) + float32(x1*c)
+		cs[2*k], cs[2*k+1] = c, s
 		te *= r.ThetaStep
+	}
+	for h := 0; h+stride <= len(x); h += stride {
+		tail := x[h+off : h+off+2*pairs]
+		for k := range pairs {
+			c, s := cs[2*k], cs[2*k+1]
+			x0, x1 := tail[2*k], tail[2*k+1]
+			tail[2*k] = float32(x0*c) - float32(x1*s)
+			tail[2*k+1] = float32(x0*s) + float32(x1*c)
+		}
 	}
 }
 

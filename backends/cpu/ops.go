@@ -11,9 +11,17 @@ import (
 // RMSNorm implements backends.Backend.
 func (b *Backend) RMSNorm(dst, x, w []float32, eps float32) { RMSNorm(dst, x, w, eps) }
 
+// RMSNormHeads implements backends.Backend.
+func (b *Backend) RMSNormHeads(x []float32, dim int, eps float32) { RMSNormHeads(x, dim, eps) }
+
 // RoPE implements backends.Backend.
 func (b *Backend) RoPE(tail []float32, pos int, r backends.RoPE, inverse bool) {
 	ApplyRoPE(r, tail, pos, inverse)
+}
+
+// RoPEHeads implements backends.Backend.
+func (b *Backend) RoPEHeads(x []float32, stride, off, pos int, r backends.RoPE, inverse bool) {
+	ApplyRoPEHeads(r, x, stride, off, pos, inverse)
 }
 
 // FP8Sim implements backends.Backend.
