@@ -62,3 +62,11 @@ func TestApplyRoPEHeads(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyRoPEEmptyTailPanics checks that a tail too short for the
+// rotation is refused, as before the rows form, empty or not.
+func TestApplyRoPEEmptyTailPanics(t *testing.T) {
+	rope := backends.NewRoPE(64, 10000, false, 1, 0, 0, 0)
+	require.Panics(t, func() { ApplyRoPE(rope, nil, 3, false) })
+	require.Panics(t, func() { ApplyRoPE(rope, make([]float32, 10), 3, false) })
+}

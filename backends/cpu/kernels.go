@@ -77,7 +77,7 @@ const ropeMaxPairs = 64
 func ApplyRoPEHeads(r backends.RoPE, x []float32, stride, off, pos int, inverse bool) {
 	pairs := r.Dims / 2
 	if stride <= 0 {
-		return
+		panic("cpu: RoPE of rows of no width")
 	}
 	var buf [2 * ropeMaxPairs]float32
 	cs := buf[:]
