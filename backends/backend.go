@@ -115,9 +115,8 @@ type Backend interface {
 
 	// Attend computes, per head, the softmax over rows (keys = values) of
 	// q_h·row·scale with the head's sink logit in the denominator, and
-	// writes the weighted sum of rows to out; scratch holds at least
-	// len(rows) floats.
-	Attend(out, q []float32, rows [][]float32, sinks []float32, scale float32, scratch []float32)
+	// writes the weighted sum of rows to out.
+	Attend(out, q []float32, rows [][]float32, sinks []float32, scale float32)
 	// CompressPool pools a compressor window per dimension with a softmax
 	// over the window's scores (spec §7): ratio 4 mixes the previous window
 	// (slots 0..3, first half) and the current one (slots 4..7, second

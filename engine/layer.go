@@ -36,7 +36,6 @@ type scratch struct {
 	mask   []bool
 	rows   [][]float32
 	acc    []float32
-	att    []float32 // attention scores of one head
 	logit  []float32 // n × Experts router logits
 	prob   []float32
 	sel    []int     // n × ExpertsUsed routed experts, slot i·ExpertsUsed+k
@@ -290,10 +289,7 @@ func (s *Session) attend(l *Layer, st *layerState, out, q []float32, mask []bool
 		}
 	}
 	sc.rows = rows
-	if cap(sc.att) < len(rows) {
-		sc.att = make([]float32, len(rows), 2*len(rows))
-	}
-	s.be.Attend(out, q, rows, l.Sinks, s.m.kqScale(), sc.att[:len(rows)])
+	s.be.Attend(out, q, rows, l.Sinks, s.m.kqScale())
 }
 
 // ffn runs the FFN sublayer (spec §9) for a chunk of tokens.

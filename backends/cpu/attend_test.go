@@ -113,7 +113,7 @@ func TestAttendMatchesReference(t *testing.T) {
 				for i := range got {
 					got[i] = 99 // overwritten
 				}
-				be.Attend(got, in.q, in.rows, in.sinks, in.scale, make([]float32, c.rows))
+				be.Attend(got, in.q, in.rows, in.sinks, in.scale)
 				requireSameBits(t, want, got, "%s with %d workers", be.Kernels().Name, be.workers)
 			}
 		})
@@ -158,7 +158,7 @@ func BenchmarkAttend(b *testing.B) {
 		b.Run(fmt.Sprintf("workers=%d/new", workers), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				be.Attend(out, in.q, in.rows, in.sinks, in.scale, sj)
+				be.Attend(out, in.q, in.rows, in.sinks, in.scale)
 			}
 		})
 		be.Close()

@@ -79,8 +79,8 @@ func weightedSum(dst, x, w []float32) {
 // attendGroup that share each pass over the rows; the groups are
 // independent, so they run in parallel once a call is large enough to
 // repay waking the workers. Each head's float order is the same either
-// way. The scores go to a buffer of the backend's, so scratch is unused.
-func (b *Backend) Attend(out, q []float32, rows [][]float32, sinks []float32, scale float32, scratch []float32) {
+// way. The scores go to a pooled buffer of the backend's.
+func (b *Backend) Attend(out, q []float32, rows [][]float32, sinks []float32, scale float32) {
 	heads := len(sinks)
 	d := len(q) / heads
 	groups := (heads + attendGroup - 1) / attendGroup

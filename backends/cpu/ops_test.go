@@ -173,12 +173,11 @@ func TestAttend(t *testing.T) {
 			for i := range out {
 				out[i] = 99 // overwritten
 			}
-			scratch := make([]float32, c.rows+5)
-			gen.Attend(out, q, rows, sinks, scale, scratch)
+			gen.Attend(out, q, rows, sinks, scale)
 			out1 := make([]float32, len(out))
-			vec1.Attend(out1, q, rows, sinks, scale, scratch)
+			vec1.Attend(out1, q, rows, sinks, scale)
 			out2 := make([]float32, len(out))
-			vec2.Attend(out2, q, rows, sinks, scale, scratch)
+			vec2.Attend(out2, q, rows, sinks, scale)
 			require.Equal(t, bitsOf(out1), bitsOf(out2), "parallel heads differ from sequential ones")
 			for h := range c.heads {
 				qh := q[h*c.d : (h+1)*c.d]
@@ -247,14 +246,14 @@ func TestAttendNoRowsAndDominantSink(t *testing.T) {
 	defer be.Close()
 	// No rows: only the sink, the output is zero.
 	out := []float32{1, 2, 3, 4}
-	be.Attend(out, []float32{1, 1, 1, 1}, nil, []float32{0.5, -3}, 0.5, nil)
+	be.Attend(out, []float32{1, 1, 1, 1}, nil, []float32{0.5, -3}, 0.5)
 	require.Equal(t, []float32{0, 0, 0, 0}, out)
 	// A huge sink absorbs all the weight.
 	out = make([]float32, 2)
-	be.Attend(out, []float32{1, 1}, [][]float32{{1, 1}}, []float32{100}, 1, make([]float32, 1))
+	be.Attend(out, []float32{1, 1}, [][]float32{{1, 1}}, []float32{100}, 1)
 	require.InDelta(t, 0, float64(out[0]), 1e-30)
 	// A very negative sink leaves a plain softmax: one row → the row itself.
-	be.Attend(out, []float32{1, 1}, [][]float32{{3, -4}}, []float32{-1000}, 1, make([]float32, 1))
+	be.Attend(out, []float32{1, 1}, [][]float32{{3, -4}}, []float32{-1000}, 1)
 	require.Equal(t, []float32{3, -4}, out)
 }
 
