@@ -69,6 +69,53 @@ func BenchmarkMatVecQ8_0(b *testing.B) { benchMatVec(b, quant.Q8_0, 4096, 4096) 
 // rows of 4096 IQ2_XXS weights.
 func BenchmarkMatVecIQ2_XXS(b *testing.B) { benchMatVec(b, quant.IQ2_XXS, 4096, 2048) }
 
+// BenchmarkMatVecSplit streams 256 MiB of 4096-column Q8_0 rows as one
+// matrix and as many smaller ones (MB/s = weight bytes per second), beside
+// a plain read of the same bytes: what splitting a product's rows over the
+// workers costs a small matrix.
+func BenchmarkMatVecSplit(b *testing.B) {
+	const cols, total = 4096, 61680 // 61680 rows of 4352 bytes: 256 MiB
+	big := benchWeights(b, quant.Q8_0, cols, total)
+	workers := runtime.GOMAXPROCS(0)
+	b.Run("read", func(b *testing.B) {
+		b.SetBytes(int64(len(big.Data)))
+		sums := make([]uint64, workers)
+		t := backends.TaskFunc(func(i int) {
+			n := len(big.Data) / workers
+			sums[i] = ReadSum(big.Data[i*n : (i+1)*n])
+		})
+		be := New(workers)
+		defer be.Close()
+		for b.Loop() {
+			be.Parallel(workers, t)
+		}
+		benchSink = float32(sums[0])
+	})
+	x := randVec(newRand(1), cols, 1)
+	for _, rows := range []int{total, 15420, 3855, 1028, 257} {
+		ms := make([]backends.Matrix, total/rows)
+		for i := range ms {
+			var err error
+			ms[i], err = backends.NewMatrix("split", quant.Q8_0, []uint64{cols, uint64(rows)}, big.Data[i*rows*len(big.Data)/total:(i+1)*rows*len(big.Data)/total])
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		dst := make([]float32, rows)
+		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
+			be := New(workers)
+			defer be.Close()
+			b.SetBytes(int64(len(big.Data)))
+			for b.Loop() {
+				for _, m := range ms {
+					be.MatVec(dst, m, x)
+				}
+			}
+			benchSink = dst[0]
+		})
+	}
+}
+
 // BenchmarkParallel measures the fixed cost of one Parallel call: waking
 // the helpers and waiting for them, with pieces that do nothing.
 func BenchmarkParallel(b *testing.B) {

@@ -30,20 +30,35 @@ type Backend struct {
 	tiles   sync.Pool // *tileScratch
 }
 
-// work is one Parallel call. The caller and every helper that joins claim
-// runs of consecutive pieces from an atomic counter, each run a share of
-// what is left (guided scheduling): the first runs are long, so each
-// worker streams a contiguous stretch of weights that the hardware
-// prefetchers follow, and the last are single pieces, so a job is
-// balanced to within one piece whatever its pieces cost.
+// work is one Parallel call. Its pieces are split into one contiguous
+// range per worker that joins (the caller and its helpers), so each
+// worker streams one stretch of weights that the hardware prefetchers
+// follow from start to end. A worker takes its range's pieces one by one
+// from the front; once it is empty, it steals the back half of the range
+// with the most pieces left and goes on with that, so a job is balanced to
+// within one piece whatever its pieces cost and however late a helper
+// starts.
 type work struct {
-	t       backends.Task
-	n       int64
-	workers int64
-	next    atomic.Int64
-	left    atomic.Int64   // helpers asked to join that have not finished
-	done    sync.WaitGroup // the same helpers, for a caller that stops spinning
+	t      backends.Task
+	ranges []pieceRange   // one per worker that joins
+	joined atomic.Int64   // workers that have claimed a range
+	left   atomic.Int64   // helpers asked to join that have not finished
+	done   sync.WaitGroup // the same helpers, for a caller that stops spinning
 }
+
+// pieceRange is the pieces [lo, hi) a worker has yet to start, packed as
+// hi<<32 | lo so that one compare-and-swap moves either end. It fills a
+// cache line of its own: its owner updates it once per piece.
+type pieceRange struct {
+	v atomic.Uint64
+	_ [56]byte
+}
+
+// packRange packs the pieces [lo, hi) into a pieceRange value.
+func packRange(lo, hi int) uint64 { return uint64(hi)<<32 | uint64(lo) }
+
+// unpackRange returns the pieces [lo, hi) of a pieceRange value.
+func unpackRange(v uint64) (lo, hi int) { return int(v & (1<<32 - 1)), int(v >> 32) }
 
 // spinWait is how long an idle helper polls for the next job before it
 // parks, and how long a caller polls for its helpers to finish before it
@@ -90,25 +105,51 @@ func (b *Backend) nextWork() (*work, bool) {
 	return w, ok
 }
 
-// guidedShare sets the length of a claimed run: what is left divided by
-// guidedShare times the workers. Measured (BenchmarkExperts), 8 beats 2,
-// whose long first runs leave the caller waiting on a descheduled
-// helper, and single pieces, which break up the weight streams.
-const guidedShare = 8
-
-// drain runs pieces of w until none is left.
+// drain claims the next free range of w and runs its pieces, then steals
+// pieces from the other ranges until none is left.
 func (w *work) drain() {
+	me := &w.ranges[w.joined.Add(1)-1]
 	for {
-		lo := w.next.Load()
-		if lo >= w.n {
-			return
-		}
-		hi := lo + max(1, (w.n-lo)/(guidedShare*w.workers))
-		if !w.next.CompareAndSwap(lo, hi) {
+		v := me.v.Load()
+		lo, hi := unpackRange(v)
+		if lo >= hi {
+			if !w.steal(me) {
+				return
+			}
 			continue
 		}
-		for i := lo; i < hi; i++ {
-			w.t.Run(int(i))
+		if me.v.CompareAndSwap(v, packRange(lo+1, hi)) {
+			w.t.Run(lo)
+		}
+	}
+}
+
+// steal moves the back half of the fullest other range into me, which is
+// empty, and reports whether there was one. Its owner keeps the front half,
+// whose stream it is in the middle of.
+func (w *work) steal(me *pieceRange) bool {
+	for {
+		var victim *pieceRange
+		var v uint64
+		most := 0
+		for i := range w.ranges {
+			r := &w.ranges[i]
+			if r == me {
+				continue
+			}
+			rv := r.v.Load()
+			if lo, hi := unpackRange(rv); hi-lo > most {
+				victim, v, most = r, rv, hi-lo
+			}
+		}
+		if victim == nil {
+			return false
+		}
+		lo, hi := unpackRange(v)
+		mid := hi - (hi-lo+1)/2
+		if victim.v.CompareAndSwap(v, packRange(lo, mid)) {
+			me.v.Store(packRange(mid, hi))
+			return true
 		}
 	}
 }
@@ -125,7 +166,7 @@ func NewWithKernels(workers int, k quant.Kernels) *Backend {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	b := &Backend{workers: workers, k: k, vec: vecOpsFor(k), wake: make(chan *work, 4*workers)}
-	b.works.New = func() any { return new(work) }
+	b.works.New = func() any { return &work{ranges: make([]pieceRange, workers)} }
 	b.jobs.New = func() any { return new(matJob) }
 	b.attends.New = func() any { return new(attendJob) }
 	b.tiles.New = func() any { return new(tileScratch) }
@@ -173,10 +214,17 @@ func (b *Backend) Parallel(n int, t backends.Task) {
 		}
 		return
 	}
+	if uint64(n) >= 1<<32 {
+		panic(fmt.Sprintf("cpu: Parallel of %d pieces, more than a range holds", n))
+	}
 	w := b.works.Get().(*work)
 	helpers := min(b.workers-1, n-1)
-	w.t, w.n, w.workers = t, int64(n), int64(helpers+1)
-	w.next.Store(0)
+	w.t = t
+	w.ranges = w.ranges[:helpers+1]
+	for i := range w.ranges {
+		w.ranges[i].v.Store(packRange(i*n/(helpers+1), (i+1)*n/(helpers+1)))
+	}
+	w.joined.Store(0)
 	w.left.Store(int64(helpers))
 	w.done.Add(helpers)
 	for range helpers {
@@ -565,7 +613,7 @@ func (j *matJob) runTile(p *backends.Product, off, r0 int) {
 	// The pack reads its 16 rows as 16 interleaved streams, which the
 	// hardware prefetchers follow poorly: in prefill the IQ2_XXS pack ran
 	// about 4× slower than on rows in cache. A worker's next task is
-	// usually the next 16 rows (guided runs are contiguous), so asking for
+	// usually the next 16 rows (its range is contiguous), so asking for
 	// them now overlaps their fetch with this task: prefill 1.04–1.07×.
 	if next := r0 + 2*quant.Q8_0TileRows; next <= w.Rows {
 		prefetch(w.Data[(r0+quant.Q8_0TileRows)*w.RowBytes : next*w.RowBytes])

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -359,6 +360,41 @@ func TestParallelUsesWorkers(t *testing.T) {
 		once.Do(func() { close(release) }) // unblock the pieces so Close can return
 		t.Fatalf("only %d of 4 pieces ran concurrently", n)
 	}
+}
+
+func TestParallelStealsFromStalledWorker(t *testing.T) {
+	// Piece 0, the first of one worker's range, waits until every other
+	// piece has run: only a worker that steals the rest of that range can
+	// get there.
+	const n = 100
+	be := New(2)
+	defer be.Close()
+	var done atomic.Int32
+	stalled := atomic.Bool{}
+	be.Parallel(n, backends.TaskFunc(func(i int) {
+		if i != 0 {
+			done.Add(1)
+			return
+		}
+		for deadline := time.Now().Add(10 * time.Second); done.Load() < n-1; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				stalled.Store(true)
+				return
+			}
+		}
+	}))
+	require.False(t, stalled.Load(), "%d of %d pieces ran while piece 0 stalled: no steal", done.Load(), n-1)
+}
+
+func TestParallelTooManyPieces(t *testing.T) {
+	if strconv.IntSize < 64 {
+		t.Skip("an int cannot count 2^32 pieces")
+	}
+	be := New(2)
+	defer be.Close()
+	n := uint64(1) << 32
+	require.PanicsWithValue(t, "cpu: Parallel of 4294967296 pieces, more than a range holds",
+		func() { be.Parallel(int(n), backends.TaskFunc(func(int) {})) })
 }
 
 func TestParallelConcurrentCallers(t *testing.T) {
