@@ -84,6 +84,27 @@ func TestPrefillMatchesDecode(t *testing.T) {
 	}
 }
 
+// TestLayerHook checks the hook runs once per layer of every chunk and
+// decoded token, and that nil removes it.
+func TestLayerHook(t *testing.T) {
+	m := tinyModel(t, layout.RecipeQ2, nil)
+	be := cpu.New(2)
+	defer be.Close()
+	s, err := NewSession(m, be, Options{Context: 64})
+	require.NoError(t, err)
+	s.chunk = 8
+	layers := len(m.Layers)
+	calls := 0
+	s.SetLayerHook(func() { calls++ })
+	require.NoError(t, s.Prefill(testTokens(20, m.Params.Vocab))) // chunks of 8, 8 and 4
+	require.Equal(t, 3*layers, calls)
+	require.NoError(t, s.Decode(7))
+	require.Equal(t, 4*layers, calls)
+	s.SetLayerHook(nil)
+	require.NoError(t, s.Decode(7))
+	require.Equal(t, 4*layers, calls)
+}
+
 // TestSnapshotRestore checks that restoring a snapshot and continuing gives
 // the same logits as never having stopped, across window and compression
 // boundaries, and that a bad snapshot is refused.

@@ -61,6 +61,7 @@ type Session struct {
 	one    [1]int    // Decode's token, so decoding allocates nothing
 	chunk  int       // tokens per prefill chunk (PrefillChunk; benchmarks vary it)
 	tw     tokenWork // the per-token steps' parallel job (tokens.go)
+	layer  func()    // SetLayerHook's function, or nil
 
 	// observeSteer, when set (by tests), sees each sublayer output row
 	// before and after a steering edit.
@@ -148,6 +149,12 @@ func (s *Session) Decode(token int) error {
 	return s.forward(s.one[:], nil)
 }
 
+// SetLayerHook makes the session call f after each layer of each chunk it
+// evaluates, f == nil to stop. A chunk of PrefillChunk tokens takes long
+// on a large model; the server sends its keep-alives from f. f must not
+// use the session.
+func (s *Session) SetLayerHook(f func()) { s.layer = f }
+
 // Prefill evaluates tokens at the next positions, layer by layer, and
 // leaves the logits of the last one. The result is bit-identical to
 // decoding the tokens one at a time.
@@ -216,6 +223,9 @@ func (s *Session) forward(tokens []int, all []float32) error {
 		for il := range s.m.Layers {
 			s.attention(il, toks, pos0)
 			s.ffn(il, toks)
+			if s.layer != nil {
+				s.layer()
+			}
 		}
 		s.tokens = append(s.tokens, toks...)
 		if all != nil {

@@ -103,7 +103,11 @@ type scriptSession struct {
 	ctx   int
 	eos   int
 	delay time.Duration // per decoded token
-	slowP time.Duration // per prefill call
+	slowP time.Duration // per prefill call, spread over its layers
+	// layers is the number of layer hook calls a prefill call makes
+	// (0: none).
+	layers int
+	hook   func()
 
 	mu      sync.Mutex
 	tokens  []int
@@ -158,9 +162,17 @@ func (s *scriptSession) Reset() {
 	s.tokens = s.tokens[:0]
 }
 
+func (s *scriptSession) SetLayerHook(f func()) { s.hook = f }
+
 func (s *scriptSession) Prefill(tokens []int) error {
-	if s.slowP > 0 {
-		time.Sleep(s.slowP)
+	steps := max(1, s.layers)
+	for i := range steps {
+		if s.slowP > 0 {
+			time.Sleep(s.slowP / time.Duration(steps))
+		}
+		if s.hook != nil && i < s.layers {
+			s.hook()
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

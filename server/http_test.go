@@ -404,6 +404,20 @@ func TestPrefillKeepAlive(t *testing.T) {
 	}
 }
 
+func TestPrefillKeepAliveWithinStep(t *testing.T) {
+	// One prefill step of 300 ms over 10 layers: the keep-alives of a 30 ms
+	// interval come from the layer hook, not only between steps.
+	ts, sess := scriptServer(t, func(c *Config) { c.KeepAlive = 30 * time.Millisecond }, "hi")
+	sess.slowP, sess.layers = 300*time.Millisecond, 10
+	status, _, body := post(t, ts.url+"/v1/messages", `{"messages":[{"role":"user","content":"a longer prompt to prefill"}],"stream":true,"max_tokens":5}`)
+	if n := strings.Count(body, ": prefill\n\n"); status != 200 || n < 4 || !strings.Contains(body, "event: message_stop") {
+		t.Errorf("%d, %d keep-alives: %q", status, n, body)
+	}
+	if sess.hook != nil {
+		t.Error("the layer hook stays set after the prefill")
+	}
+}
+
 func TestShutdownAbortsGeneration(t *testing.T) {
 	sess := newScriptSession(t, 4096, "tick ")
 	sess.loop, sess.delay = true, 10*time.Millisecond

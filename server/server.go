@@ -46,6 +46,9 @@ type Session interface {
 	Logits() []float32
 	// Reset empties the session.
 	Reset()
+	// SetLayerHook makes the session call f after each layer it evaluates
+	// (nil: stop); the worker sends keep-alives from it during prefill.
+	SetLayerHook(f func())
 }
 
 // KVCache is the disk KV cache manager the worker syncs prompts through;
@@ -102,7 +105,7 @@ type Config struct {
 	// request waits in the queue or in a long prefill.
 	KeepAlive time.Duration
 	// PrefillChunk is the number of prompt tokens evaluated between
-	// cancellation checks and keep-alives.
+	// cancellation checks (keep-alives come between layers too).
 	PrefillChunk int
 	// WriteTimeout bounds each write to a client.
 	WriteTimeout time.Duration

@@ -322,15 +322,24 @@ func (g *gen) run() {
 // With a disk KV cache the cache manager decides how unless the plan is a
 // protocol continuation; it returns the plan carried out.
 func (g *gen) sync(p plan) (plan, error) {
+	keepAlive := func() {
+		if sse := g.j.sse; sse != nil && time.Since(sse.lastWrite(g.j.queued)) >= g.s.cfg.KeepAlive {
+			sse.comment("prefill")
+		}
+	}
 	progress := func(done, total int) error {
 		if why := g.cancelled(); why != "" {
 			return errors.New(why)
 		}
-		if sse := g.j.sse; sse != nil && done < total && time.Since(sse.lastWrite(g.j.queued)) >= g.s.cfg.KeepAlive {
-			sse.comment("prefill")
+		if done < total {
+			keepAlive()
 		}
 		return nil
 	}
+	// A prefill step of a large model takes many keep-alive intervals;
+	// its layers do not.
+	g.s.sess.SetLayerHook(keepAlive)
+	defer g.s.sess.SetLayerHook(nil)
 	if err := progress(0, 1); err != nil {
 		return p, err
 	}
