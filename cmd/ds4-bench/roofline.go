@@ -26,9 +26,12 @@ total, with the model's active-expert count), the decode speed of light
 (bandwidth / bytes) and the compute-bound prefill limit, then the
 model's prefill and decode speed and their fractions of those limits.
 Where the CPU has AVX-512 VNNI, whose int8 dot the avx512 kernels use,
-the int8 peak and the prefill limit are also given for it. It also times each weight type's dot kernel on rows in cache: a type
-whose kernel is slower than memory bounds decode below the speed of
-light, and the decode kernel limit sums those bounds.
+the int8 peak and the prefill limit are also given for it. It also
+times each weight type's dot kernel on rows in cache: a type whose
+kernel is slower than memory bounds decode below the speed of light,
+and the decode kernel limit sums those bounds. The bandwidth is probed
+again after the model ran and the best figure kept, since a shared
+machine's bandwidth moves.
 
 Options:
 `
