@@ -15,13 +15,20 @@ import (
 // requireAVX512IQ2 skips t unless the CPU runs the AVX-512 IQ2_XXS kernels.
 func requireAVX512IQ2(t *testing.T) {
 	t.Helper()
-	avx2, ok := avx2Kernels()
-	if !ok {
-		t.Skip("no AVX2")
-	}
-	if _, ok := avx512Kernels(avx2); !ok {
+	if !hasKernelSet("avx512") {
 		t.Skip("no AVX-512 with VBMI, VNNI, GFNI and BITALG")
 	}
+}
+
+// hasKernelSet reports whether this CPU runs the vector kernel set of the
+// given name.
+func hasKernelSet(name string) bool {
+	for _, k := range vectorKernelSets() {
+		if k.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // iq2Activation returns nb Q8_K blocks with codes from code (element index)

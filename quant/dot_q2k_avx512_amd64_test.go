@@ -25,10 +25,7 @@ import (
 // q2kAVX512 skips tb unless the CPU runs the AVX-512 and the AVX2 kernels.
 func q2kAVX512(tb testing.TB) {
 	tb.Helper()
-	if _, ok := avx2Kernels(); !ok {
-		tb.Skip("CPU lacks AVX2/FMA/F16C")
-	}
-	if _, ok := avx512Kernels(Kernels{}); !ok {
+	if !hasKernelSet("avx512") {
 		tb.Skip("CPU lacks a feature of the avx512 kernel set")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -262,11 +263,11 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 		}
 		fmt.Fprintln(w)
 		switch {
-		case r.PrefillLimitVNNITPS > 0 && kernels == "avx512":
-			// The avx512 set multiplies with VNNI, so its peak is the
+		case r.PrefillLimitVNNITPS > 0 && strings.HasPrefix(kernels, "avx512"):
+			// The avx512 sets multiply with VNNI, so its peak is the
 			// limit; the tile kernels run faster than the AVX2 mix's.
-			fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit at the VNNI peak, the avx512 kernels' (%.3f of the AVX2 mix's)",
-				r.PrefillTPS, r.PrefillFractionVNNI, r.PrefillFraction)
+			fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit at the VNNI peak, the %s kernels' (%.3f of the AVX2 mix's)",
+				r.PrefillTPS, r.PrefillFractionVNNI, kernels, r.PrefillFraction)
 		case r.PrefillLimitVNNITPS > 0:
 			fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit (%.3f of the VNNI one)", r.PrefillTPS, r.PrefillFraction, r.PrefillFractionVNNI)
 		default:
