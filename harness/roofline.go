@@ -399,14 +399,7 @@ func MeasureSpeed(ctx context.Context, m *engine.Model, be backends.Backend, pre
 	if err != nil {
 		return Speed{}, fmt.Errorf("harness: roofline: %w", err)
 	}
-	toks := make([]int, prefill+speedWarmup+decode)
-	x := uint64(0x9e3779b97f4a7c15)
-	for i := range toks {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		toks[i] = int(x % uint64(m.Params.Vocab))
-	}
+	toks := speedTokens(prefill+speedWarmup+decode, m.Params.Vocab)
 	if tick == nil {
 		tick = func(int) {}
 	}
@@ -446,6 +439,20 @@ func MeasureSpeed(ctx context.Context, m *engine.Model, be backends.Backend, pre
 	}
 	sp.DecodeTPS = float64(decode) / time.Since(start).Seconds()
 	return sp, nil
+}
+
+// speedTokens returns n pseudo-random tokens below vocab, the same on
+// every call, for the speed measurements.
+func speedTokens(n, vocab int) []int {
+	toks := make([]int, n)
+	x := uint64(0x9e3779b97f4a7c15)
+	for i := range toks {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		toks[i] = int(x % uint64(vocab))
+	}
+	return toks
 }
 
 // RooflineRecord is one row of a roofline run's Parquet file: the run,

@@ -386,3 +386,46 @@ func TestMeasureKernels(t *testing.T) {
 		t.Error("cancelled context: no error")
 	}
 }
+
+func TestMeasureDecodeOps(t *testing.T) {
+	m, err := engine.OpenTiny()
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := cpu.New(2)
+	defer be.Close()
+	const steps = 3
+	ops, step, err := MeasureDecodeOps(context.Background(), m, be, 8, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if step <= 0 || len(ops) == 0 {
+		t.Fatalf("step %v, %d ops", step, len(ops))
+	}
+	var sum float64
+	byName := map[string]DecodeOp{}
+	for i, op := range ops {
+		if strings.Contains(op.Op, "blk.0.") || strings.Contains(op.Op, "blk.1.") {
+			t.Errorf("op %q names a layer", op.Op)
+		}
+		if i > 0 && op.Millis > ops[i-1].Millis {
+			t.Errorf("op %q (%v ms) after %q (%v ms)", op.Op, op.Millis, ops[i-1].Op, ops[i-1].Millis)
+		}
+		sum += op.Millis
+		byName[op.Op] = op
+	}
+	if sum > step.Seconds()*1e3 {
+		t.Errorf("products take %v ms of a %v step", sum, step)
+	}
+	// The output head is one product a step, its whole matrix; the
+	// attention output projection one per layer.
+	if head := byName["output.weight"]; head.Calls != 1 || head.Bytes != int64(len(m.Output.Data)) {
+		t.Errorf("output head %+v, want 1 call of %d bytes", head, len(m.Output.Data))
+	}
+	if ob := byName["blk.N.attn_output_b.weight"]; ob.Calls != float64(len(m.Layers)) {
+		t.Errorf("attn_output_b %+v, want %d calls a step", ob, len(m.Layers))
+	}
+	if _, _, err := MeasureDecodeOps(context.Background(), m, be, 8, 0); err == nil {
+		t.Error("0 decode steps: no error")
+	}
+}

@@ -50,6 +50,7 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	prefill := fs.Int("prefill", 64, "prompt tokens prefilled to measure prefill speed")
 	decode := fs.Int("decode", 16, "tokens decoded after the prefill (and 4 untimed ones) to measure decode speed")
 	noSpeed := fs.Bool("no-speed", false, "skip measuring the model's speed")
+	opsFlag := fs.Bool("ops", false, "also time each matrix product of the decode steps and print where a step's time goes")
 	lock := fs.Bool("lock", true, "pin the weights in memory (mlock) while measuring the model's speed")
 	inMemory := fs.Bool("in-memory", false, "read the model into memory of its own with huge pages instead of mapping the file")
 	parquetDir := fs.String("parquet", "", "write the run as Parquet under DIR/roofline/…")
@@ -151,11 +152,22 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		harness.SetFloors(rates, mc)
 	}
+	var ops []harness.DecodeOp
+	var opStep time.Duration
+	if !*noSpeed && *opsFlag {
+		step("the decode steps' matrix products")
+		if ops, opStep, err = harness.MeasureDecodeOps(ctx, m, be, *prefill, *decode); err != nil {
+			return err
+		}
+	}
 	if modelPath != "" {
 		meta.Notes += hugePageNote(m.File, modelPath, *inMemory, stderr)
 	}
 	recs := harness.RooflineRecords(meta, mc, parts, rates, sp)
 	printRoofline(stdout, meta, recs, rates, be.Kernels().Name)
+	if ops != nil {
+		printDecodeOps(stdout, ops, opStep)
+	}
 	if *parquetDir != "" {
 		path, err := harness.WriteRun(*parquetDir, harness.RooflineTable, meta, recs)
 		if err != nil {
@@ -171,6 +183,17 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 		fmt.Fprintf(stderr, "ds4-bench: wrote %s\n", path)
+		if ops != nil {
+			orecs := make([]harness.DecodeOpRecord, len(ops))
+			for i, op := range ops {
+				orecs[i] = harness.DecodeOpRecord{RunMeta: meta, DecodeOp: op, StepMillis: opStep.Seconds() * 1e3}
+			}
+			path, err = harness.WriteRun(*parquetDir, harness.RooflineOpsTable, meta, orecs)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "ds4-bench: wrote %s\n", path)
+		}
 	}
 	return nil
 }
@@ -200,6 +223,24 @@ func hugePageNoteOf(huge, size int64, path string, inMemory bool, stderr io.Writ
 			100*frac, path, path)
 	}
 	return fmt.Sprintf(" huge-pages=%.3f", frac)
+}
+
+// printDecodeOps writes where a decode step's time goes: each kind of
+// matrix product and the rest.
+func printDecodeOps(w io.Writer, ops []harness.DecodeOp, step time.Duration) {
+	stepMs := step.Seconds() * 1e3
+	var sum float64
+	for _, op := range ops {
+		sum += op.Millis
+	}
+	fmt.Fprintf(w, "\ndecode step %.3f ms (timed again, each product on its own), of which the matrix products %.3f ms; per step:\n", stepMs, sum)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "product\tcalls\tms\tMB\tGB/s\tshare\t")
+	for _, op := range ops {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t%.2f\t%.1f\t%.1f%%\t\n", op.Op, op.Calls, op.Millis, float64(op.Bytes)/1e6, op.GBs, 100*op.Millis/stepMs)
+	}
+	fmt.Fprintf(tw, "the rest (norms, attention, routing, ...)\t\t%.3f\t\t\t%.1f%%\t\n", stepMs-sum, 100*(stepMs-sum)/stepMs)
+	tw.Flush()
 }
 
 // printRoofline writes the run's report: the machine, the traffic table,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -53,6 +54,33 @@ func TestRooflineTiny(t *testing.T) {
 		floors += k.FloorMs
 	}
 	require.InDelta(t, 1e3/floors, tot.KernelLimitTPS, 1e-9*tot.KernelLimitTPS)
+	require.NotContains(t, out.String(), "the rest (norms", "the decode breakdown without --ops")
+}
+
+// TestRooflineOps checks the decode breakdown --ops adds: its table and its
+// Parquet rows, one per kind of product, the output head among them.
+func TestRooflineOps(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"roofline", "--buffer-mb", "8", "--min-time", "10ms", "--trials", "1",
+		"--prefill", "4", "--decode", "2", "-t", "2", "--parquet", dir, "--no-progress", "--ops"}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	for _, want := range []string{"decode step", "output.weight", "blk.N.attn_output_b.weight", "the rest (norms"} {
+		require.Contains(t, out.String(), want)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, harness.RooflineOpsTable, "model=DS4-tiny", "date=*", "*.parquet"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	recs, err := harness.ReadRows[harness.DecodeOpRecord](files[0])
+	require.NoError(t, err)
+	require.NotEmpty(t, recs)
+	var sum float64
+	for _, r := range recs {
+		require.Greater(t, r.StepMillis, 0.0)
+		sum += r.Millis
+	}
+	require.LessOrEqual(t, sum, recs[0].StepMillis)
+	require.True(t, slices.ContainsFunc(recs, func(r harness.DecodeOpRecord) bool { return r.Op == "output.weight" && r.Calls == 1 }))
 }
 
 func TestRooflineUsage(t *testing.T) {
