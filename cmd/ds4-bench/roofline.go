@@ -73,6 +73,8 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usageError{errors.New("roofline: --threads must be >= 0 and --buffer-mb, --min-time, --trials positive")}
 	case !*noSpeed && (*prefill <= 0 || *decode <= 0):
 		return usageError{errors.New("roofline: --prefill and --decode must be positive")}
+	case *noSpeed && *opsFlag:
+		return usageError{errors.New("roofline: --ops times the decode steps, which --no-speed skips")}
 	}
 	open := engine.Open
 	if *inMemory {
@@ -154,7 +156,7 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	var ops []harness.DecodeOp
 	var opStep time.Duration
-	if !*noSpeed && *opsFlag {
+	if *opsFlag {
 		step("the decode steps' matrix products")
 		if ops, opStep, err = harness.MeasureDecodeOps(ctx, m, be, *prefill, *decode); err != nil {
 			return err

@@ -91,6 +91,7 @@ func TestRooflineUsage(t *testing.T) {
 		{[]string{"roofline", "--buffer-mb", "0"}, "--buffer-mb"},
 		{[]string{"roofline", "--decode", "0"}, "--prefill and --decode must be positive"},
 		{[]string{"roofline", "extra"}, "unexpected argument"},
+		{[]string{"roofline", "--no-speed", "--ops"}, "--ops times the decode steps"},
 		{[]string{"roofline", "--bogus"}, "unknown flag"},
 	} {
 		var out, errOut bytes.Buffer
