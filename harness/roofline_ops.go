@@ -136,32 +136,25 @@ func (t *opTimer) add(ps []backends.Product, d time.Duration) {
 	}
 }
 
-func (t *opTimer) MatVec(dst []float32, w backends.Matrix, x []float32) {
-	if !t.on {
-		t.Backend.MatVec(dst, w, x)
+// timed runs f, the products of ps, and records its time while t is on.
+func (t *opTimer) timed(ps []backends.Product, f func()) {
+	if !t.on || len(ps) == 0 {
+		f()
 		return
 	}
 	start := time.Now()
-	t.Backend.MatVec(dst, w, x)
-	t.add([]backends.Product{{W: w}}, time.Since(start))
+	f()
+	t.add(ps, time.Since(start))
+}
+
+func (t *opTimer) MatVec(dst []float32, w backends.Matrix, x []float32) {
+	t.timed([]backends.Product{{W: w}}, func() { t.Backend.MatVec(dst, w, x) })
 }
 
 func (t *opTimer) MatMul(dst []float32, w backends.Matrix, x []float32, n int) {
-	if !t.on {
-		t.Backend.MatMul(dst, w, x, n)
-		return
-	}
-	start := time.Now()
-	t.Backend.MatMul(dst, w, x, n)
-	t.add([]backends.Product{{W: w}}, time.Since(start))
+	t.timed([]backends.Product{{W: w}}, func() { t.Backend.MatMul(dst, w, x, n) })
 }
 
 func (t *opTimer) MatMulBatch(ps []backends.Product) {
-	if !t.on || len(ps) == 0 {
-		t.Backend.MatMulBatch(ps)
-		return
-	}
-	start := time.Now()
-	t.Backend.MatMulBatch(ps)
-	t.add(ps, time.Since(start))
+	t.timed(ps, func() { t.Backend.MatMulBatch(ps) })
 }

@@ -20,17 +20,6 @@ func requireAVX512IQ2(t *testing.T) {
 	}
 }
 
-// hasKernelSet reports whether this CPU runs the vector kernel set of the
-// given name.
-func hasKernelSet(name string) bool {
-	for _, k := range vectorKernelSets() {
-		if k.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
 // iq2Activation returns nb Q8_K blocks with codes from code (element index)
 // and scales from d (block index), and Bsums that sum their codes.
 func iq2Activation(nb int, code func(i int) int8, d func(b int) float32) []BlockQ8K {

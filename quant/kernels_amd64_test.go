@@ -48,3 +48,14 @@ func TestKernelSetsByLevel(t *testing.T) {
 	require.Nil(t, vnni.PackIQ2XXSTile)
 	require.Nil(t, vnni.IQ2XXSTile)
 }
+
+// hasKernelSet reports whether this CPU runs the vector kernel set of the
+// given name.
+func hasKernelSet(name string) bool {
+	for _, k := range vectorKernelSets() {
+		if k.Name == name {
+			return true
+		}
+	}
+	return false
+}
