@@ -113,7 +113,7 @@ func parseBench(args []string, stdout, stderr io.Writer) (*benchFlags, *pflag.Fl
 	fs.StringVar(&f.backend, "backend", "", "backend by name: cpu")
 	fs.IntVarP(&f.threads, "threads", "t", 0, "CPU worker threads (0: one per CPU)")
 	fs.BoolVar(&f.quality, "quality", false, "prefer exact kernels (the CPU kernels always are)")
-	fs.BoolVar(&f.warm, "warm-weights", false, "touch mapped weights before measuring (accepted; no effect yet)")
+	fs.BoolVar(&f.warm, "warm-weights", false, "read every page of the weights before measuring")
 	fs.IntVar(&f.cfg.CtxStart, "ctx-start", f.cfg.CtxStart, "first measured frontier")
 	fs.IntVar(&f.cfg.CtxMax, "ctx-max", f.cfg.CtxMax, "last measured frontier (always measured)")
 	fs.IntVar(&f.cfg.CtxAlloc, "ctx-alloc", 0, "allocated context (default ctx-max + gen-tokens + 1)")
@@ -204,6 +204,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if m.File != nil {
 		defer m.File.Close()
+	}
+	if f.warm {
+		m.WarmWeights(stderr, "ds4-bench")
 	}
 	tok, err := tokenizer.Default()
 	if err != nil {

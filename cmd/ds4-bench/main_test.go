@@ -22,9 +22,10 @@ func TestBenchTiny(t *testing.T) {
 	csvPath := filepath.Join(dir, "tiny_run.csv")
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"--prompt-file", excerpt, "--ctx-start", "16", "--ctx-max", "48", "--step-incr", "16",
-		"--gen-tokens", "2", "-t", "2", "--csv", csvPath, "--parquet", dir, "--svg", filepath.Join(dir, "tiny.svg"), "--no-progress"}, &out, &errOut)
+		"--gen-tokens", "2", "-t", "2", "--csv", csvPath, "--parquet", dir, "--svg", filepath.Join(dir, "tiny.svg"), "--no-progress", "--warm-weights"}, &out, &errOut)
 	require.Equal(t, 0, code, errOut.String())
 	require.Contains(t, errOut.String(), "context buffers")
+	require.Contains(t, errOut.String(), "ds4-bench: warming the weights 100.0%")
 	raw, err := os.ReadFile(csvPath)
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")

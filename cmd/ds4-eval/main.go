@@ -143,7 +143,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*evalFlags, error) {
 	fs.StringVar(&f.backend, "backend", "", "backend by name: cpu")
 	fs.IntVarP(&f.threads, "threads", "t", 0, "CPU worker threads (0: one per CPU)")
 	fs.BoolVar(&f.quality, "quality", false, "prefer exact kernels (the CPU kernels always are)")
-	fs.BoolVar(&f.warm, "warm-weights", false, "touch mapped weights before evaluating (accepted; no effect yet)")
+	fs.BoolVar(&f.warm, "warm-weights", false, "read every page of the weights before evaluating")
 	fs.IntVarP(&f.cfg.Tokens, "tokens", "n", 16000, "max generated tokens per question (at most 1000000)")
 	fs.IntVar(&f.questions, "questions", 0, "run only the first N questions of the file")
 	fs.Float32Var(&f.cfg.Temperature, "temp", 0, "sampling temperature, 0..100; 0 is greedy")
@@ -246,6 +246,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if m.File != nil {
 		defer m.File.Close()
+	}
+	if f.warm {
+		m.WarmWeights(stderr, "ds4-eval")
 	}
 	tok, err := tokenizer.Default()
 	if err != nil {

@@ -128,8 +128,9 @@ func TestEvalTiny(t *testing.T) {
 	tracePath := filepath.Join(dir, "trace.txt")
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"-f", example, "-n", "8", "--soft-limit-reply-budget", "6", "--hard-limit-reply-budget", "4",
-		"--temp", "0.8", "--seed", "3", "-t", "2", "--trace", tracePath, "--parquet", dir, "--hash", "none"}, &out, &errOut)
+		"--temp", "0.8", "--seed", "3", "-t", "2", "--trace", tracePath, "--parquet", dir, "--hash", "none", "--warm-weights"}, &out, &errOut)
 	require.Contains(t, errOut.String(), "built-in tiny synthetic model")
+	require.Contains(t, errOut.String(), "ds4-eval: warming the weights 100.0%")
 	require.Regexp(t, `context auto-sized to \d+ tokens \(largest prompt=\d+ tokens, case=5, generation budget=8\)`, errOut.String())
 	require.Regexp(t, `prefill: [\d.]+ t/s \(\d+ tokens\), generation: [\d.]+ t/s \(\d+ tokens\)`, errOut.String())
 

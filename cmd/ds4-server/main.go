@@ -60,7 +60,7 @@ type options struct {
 	kvSpaceMB, toolIDs, maxBodyMB            int
 	kvPolicy                                 kvcache.Policy
 	kvRejectQuant, kvUpstream                bool
-	cors, noReplay, anyModel, cpu            bool
+	cors, noReplay, anyModel, cpu, warm      bool
 	keepAlive                                time.Duration
 	steerFile                                string
 	steerFFN, steerAttn                      float32 // resolved scales; both 0 means no steering
@@ -76,6 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVarP(&o.threads, "threads", "t", 0, "CPU worker threads (0: one per CPU)")
 	fs.StringVar(&o.chdir, "chdir", "", "change to DIR before loading")
 	fs.BoolVar(&o.cpu, "cpu", false, "use the CPU backend (the only one in this build)")
+	fs.BoolVar(&o.warm, "warm-weights", false, "read every page of the weights before serving: a slower start, no page faults in the first requests")
 	fs.StringVar(&o.host, "host", "127.0.0.1", "address to listen on (localhost means 127.0.0.1); non-loopback addresses need --api-key")
 	fs.IntVar(&o.port, "port", 8000, "port to listen on")
 	fs.StringVar(&o.apiKey, "api-key", "", "require this key as a bearer token or x-api-key (default $"+apiKeyEnv+")")
@@ -190,6 +191,9 @@ func serve(o *options, stderr io.Writer, hooks *testHooks) error {
 	m, name, tiny, err := openModel(o.model)
 	if err != nil {
 		return err
+	}
+	if o.warm {
+		m.WarmWeights(stderr, "ds4-server")
 	}
 	tok, err := tokenizer.Default()
 	if err != nil {
@@ -326,7 +330,6 @@ func openKVCache(o *options, m *engine.Model, tok *tokenizer.Tokenizer, sess *en
 	return store, kvcache.NewManager(sess, mo), nil
 }
 
-// openModel opens path, or ./ds4flash.gguf, or the built-in tiny model.
 // loadSteering reads the steering direction when a scale is non-zero.
 func loadSteering(o *options, m *engine.Model) (*engine.Steering, error) {
 	if o.steerFFN == 0 && o.steerAttn == 0 {
@@ -335,6 +338,8 @@ func loadSteering(o *options, m *engine.Model) (*engine.Steering, error) {
 	return steering.Load(o.steerFile, o.steerFFN, o.steerAttn, m.Params.Layers, m.Params.Embd)
 }
 
+// openModel opens path, or ./ds4flash.gguf, or the built-in tiny model,
+// and names it for the log.
 func openModel(path string) (m *engine.Model, name string, tiny bool, err error) {
 	m, opened, err := engine.OpenDefault(path)
 	switch {

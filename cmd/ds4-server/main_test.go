@@ -61,7 +61,7 @@ func TestServeTinyModel(t *testing.T) {
 	var stderr syncBuffer
 	code := make(chan int, 1)
 	go func() {
-		code <- run([]string{"--port", "0", "--ctx", "1024", "--kv-disk-dir", "kv"}, &stderr, &testHooks{ready: ready, stop: stop})
+		code <- run([]string{"--port", "0", "--ctx", "1024", "--kv-disk-dir", "kv", "--warm-weights"}, &stderr, &testHooks{ready: ready, stop: stop})
 	}()
 	var addr string
 	select {
@@ -95,7 +95,7 @@ func TestServeTinyModel(t *testing.T) {
 		t.Errorf("exit %d", c)
 	}
 	log := stderr.String()
-	for _, want := range []string{"embedded tiny model", "listening on http://127.0.0.1:", "disk KV cache in kv"} {
+	for _, want := range []string{"embedded tiny model", "listening on http://127.0.0.1:", "disk KV cache in kv", "ds4-server: warming the weights 100.0%"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
 		}

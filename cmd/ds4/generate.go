@@ -27,7 +27,7 @@ type genFlags struct {
 	tokens, ctx, threads              int
 	temp, topP, minP                  float32
 	seed                              uint64
-	think, thinkMax, nothink          bool
+	think, thinkMax, nothink, warm    bool
 	dumpLogprobs                      string
 	logprobsTopK                      int
 	trace                             string
@@ -54,6 +54,7 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	fs.BoolVar(&g.think, "think", false, "think before answering (the default)")
 	fs.BoolVar(&g.thinkMax, "think-max", false, "think at maximum effort (needs --ctx ≥ 393216)")
 	fs.BoolVar(&g.nothink, "nothink", false, "answer without thinking")
+	fs.BoolVar(&g.warm, "warm-weights", false, "read every page of the weights at startup: a slower start, no page faults in the first prompt")
 	fs.StringVar(&g.dumpLogprobs, "dump-logprobs", "", "write a greedy continuation with top-k logprobs to FILE as JSON, and exit")
 	fs.IntVar(&g.logprobsTopK, "logprobs-top-k", 20, "alternatives per step in --dump-logprobs (at most 128)")
 	fs.StringVar(&g.trace, "trace", "", "write a timestamped trace of the prompt and generated tokens to FILE")
@@ -237,7 +238,7 @@ func (g *genFlags) options(ctx int) engine.Options {
 // load opens the model (with its steering direction, if one is requested)
 // and the tokenizer.
 func (g *genFlags) load(stderr io.Writer) (*engine.Model, *tokenizer.Tokenizer, error) {
-	m, err := openModel(g.model, stderr)
+	m, err := g.openModel(stderr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -252,13 +253,20 @@ func (g *genFlags) load(stderr io.Writer) (*engine.Model, *tokenizer.Tokenizer, 
 }
 
 // openModel opens the model of -m (see engine.OpenDefault), saying so when
-// it falls back to the built-in tiny model.
-func openModel(path string, stderr io.Writer) (*engine.Model, error) {
-	m, opened, err := engine.OpenDefault(path)
-	if err == nil && opened == "" {
+// it falls back to the built-in tiny model, and warms its weights for
+// --warm-weights.
+func (g *genFlags) openModel(stderr io.Writer) (*engine.Model, error) {
+	m, opened, err := engine.OpenDefault(g.model)
+	if err != nil {
+		return nil, err
+	}
+	if opened == "" {
 		fmt.Fprintf(stderr, "ds4: no -m and no ./%s: using the built-in tiny synthetic model (random weights, gibberish output)\n", defaultModel)
 	}
-	return m, err
+	if g.warm {
+		m.WarmWeights(stderr, "ds4")
+	}
+	return m, nil
 }
 
 // buildPrompt renders a one-shot chat as upstream's CLI does: BOS, the

@@ -51,7 +51,7 @@ func runImatrix(g *genFlags, im *imatrixFlags, fs *pflag.FlagSet, stderr io.Writ
 	if len(texts) == 0 {
 		return fmt.Errorf("imatrix dataset %s has no prompts", im.dataset)
 	}
-	m, err := openModel(g.model, stderr)
+	m, err := g.openModel(stderr)
 	if err != nil {
 		return err
 	}

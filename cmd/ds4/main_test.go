@@ -84,6 +84,12 @@ func TestGenerateTiny(t *testing.T) {
 	_, a, _ := runCmd("", "-p", "Hello", "-n", "8", "--seed", "7", "--ctx", "256")
 	_, b, _ := runCmd("", "-p", "Hello", "-n", "8", "--seed", "7", "--ctx", "256")
 	require.Equal(t, a, b)
+
+	// Warming the weights first changes nothing but the start.
+	code, warm, errOut := runCmd("", "-p", "Hello", "-n", "8", "--temp", "0", "--nothink", "--ctx", "256", "--warm-weights")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "ds4: warming the weights 100.0%")
+	require.Equal(t, greedy, warm)
 }
 
 func TestGenerateErrors(t *testing.T) {

@@ -161,6 +161,15 @@ func (f *File) Tensor(name string) (TensorInfo, bool) {
 // through huge pages (mmap.HugeBytes); pages not yet touched count as not.
 func (f *File) HugePageBytes() (int64, error) { return mmap.HugeBytes(f.data) }
 
+// DataBytes returns the size of the data section, where the tensors lie.
+func (f *File) DataBytes() int64 { return int64(len(f.data)) - int64(f.DataOffset) }
+
+// Warm reads every page of the data section (mmap.Touch), so that no
+// later read of a tensor waits on a page fault or a disk read, and returns
+// the sum of the bytes read; add, when not nil, is told the bytes done as
+// the work goes.
+func (f *File) Warm(add func(int64)) uint64 { return mmap.Touch(f.data[f.DataOffset:], add) }
+
 // TensorData returns the bytes of t inside the file buffer (no copy).
 func (f *File) TensorData(t TensorInfo) []byte {
 	start := f.DataOffset + t.Offset

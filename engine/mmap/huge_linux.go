@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"unsafe"
 
@@ -43,6 +44,13 @@ func HugeBytes(b []byte) (int64, error) {
 // at most hi-lo. Each area's counts cover all of it, so an area reaching
 // past the range counts whole, up to that cap.
 func hugeBytes(r io.Reader, lo, hi uintptr) (int64, error) {
+	return smapsBytes(r, lo, hi, "FilePmdMapped:", "AnonHugePages:", "ShmemPmdMapped:")
+}
+
+// smapsBytes sums the kB counts of fields (names with their colon) over
+// the areas of the smaps listing r that overlap [lo, hi), at most hi-lo,
+// as hugeBytes does for its fields.
+func smapsBytes(r io.Reader, lo, hi uintptr, fields ...string) (int64, error) {
 	var total int64
 	in := false
 	sc := bufio.NewScanner(r)
@@ -62,8 +70,7 @@ func hugeBytes(r io.Reader, lo, hi uintptr) (int64, error) {
 		if !in {
 			continue
 		}
-		switch string(field) {
-		case "FilePmdMapped:", "AnonHugePages:", "ShmemPmdMapped:":
+		if slices.Contains(fields, string(field)) {
 			v := bytes.Fields(rest)
 			if len(v) != 2 || string(v[1]) != "kB" {
 				return 0, fmt.Errorf("mmap: smaps: malformed line %q", line)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -77,4 +78,27 @@ func TestHugeBytesOfMapping(t *testing.T) {
 	n, err = HugeBytes(nil)
 	require.NoError(t, err)
 	require.Zero(t, n)
+}
+
+// TestTouchMapsPages maps a fresh file and checks, through the process's
+// resident set, that Touch maps the pages of a range into the process.
+// (The kernel maps a fault's neighbours too, up to 64 KiB around it, so
+// this cannot tell a skipped page; TestTouch checks which bytes Touch
+// reads.)
+func TestTouchMapsPages(t *testing.T) {
+	page := os.Getpagesize()
+	data, _ := mappedFile(t, 64*page+300)
+	b := data[page+100 : 63*page+10]
+	lo := uintptr(unsafe.Pointer(&data[0]))
+	rss := func() int64 {
+		f, err := os.Open("/proc/self/smaps")
+		require.NoError(t, err)
+		defer f.Close()
+		n, err := smapsBytes(f, lo, lo+uintptr(len(data)), "Rss:")
+		require.NoError(t, err)
+		return n
+	}
+	require.Zero(t, rss(), "the fresh mapping has resident pages")
+	Touch(b, nil)
+	require.GreaterOrEqual(t, rss(), int64(63*page-page))
 }
