@@ -140,14 +140,7 @@ func runProbes(ctx context.Context, cfg MachineConfig, probes []probe, step func
 // probeRead measures the read bandwidth with one thread and with all,
 // raising mc's figures where the new ones are higher.
 func probeRead(ctx context.Context, cfg MachineConfig, mc *Machine, step func(string)) error {
-	buf := make([]byte, cfg.BufferBytes/cpu.ReadSumAlign*cpu.ReadSumAlign)
-	// Write every page first: untouched pages all map the kernel's zero
-	// page, and reading them would measure the cache.
-	parallelRange(cfg.Threads, len(buf), func(lo, hi int) {
-		for i := lo; i < hi; i += 64 {
-			buf[i] = byte(i >> 6)
-		}
-	})
+	buf := probeBuffer(cfg)
 	read := func(threads int) (float64, time.Duration) {
 		return readProbe(buf, threads, cfg.MinTime)
 	}
@@ -474,24 +467,44 @@ type RooflineRecord struct {
 	PrefillFraction      float64 `parquet:"prefill_fraction"`
 	PrefillFractionVNNI  float64 `parquet:"prefill_fraction_vnni"`
 	DecodeKernelFraction float64 `parquet:"decode_kernel_fraction"` // decode rate over KernelLimitTPS
+	// The decode rounds (MeasureDecodeRounds), each round's fraction of
+	// the speed of light taken at the bandwidth probed just before it;
+	// zero where none ran.
+	DecodeRounds           int64   `parquet:"decode_rounds"`
+	DecodeRoundFraction    float64 `parquet:"decode_round_fraction"` // the median round's
+	DecodeRoundFractionMin float64 `parquet:"decode_round_fraction_min"`
+	DecodeRoundFractionMax float64 `parquet:"decode_round_fraction_max"`
+	DecodeRoundReadGBsMin  float64 `parquet:"decode_round_read_gbs_min"` // the rounds' bandwidth range
+	DecodeRoundReadGBsMax  float64 `parquet:"decode_round_read_gbs_max"`
 }
 
 // RooflineTable is the directory of roofline runs under a results root.
 const RooflineTable = "roofline"
 
-// RooflineRecords joins a run's measurements into its rows; rates may be
-// nil when the kernels were not measured.
-func RooflineRecords(meta RunMeta, mc Machine, parts []Traffic, rates []KernelRate, sp Speed) []RooflineRecord {
+// RooflineRecords joins a run's measurements into its rows; rates and
+// rounds may be nil when the kernels or the decode rounds were not
+// measured.
+func RooflineRecords(meta RunMeta, mc Machine, parts []Traffic, rates []KernelRate, sp Speed, rounds []DecodeRound) []RooflineRecord {
 	var total Traffic
 	if len(parts) > 0 {
 		total = parts[len(parts)-1]
 	}
 	work := PrefillWork(parts, sp.PrefillTokens)
 	dl, pl, plv, kl := DecodeLimit(mc, total), PrefillLimit(mc, work), PrefillLimitVNNI(mc, work), KernelLimit(rates)
+	med, flo, fhi := RoundFractions(rounds, total.Bytes)
+	var glo, ghi float64
+	for i, r := range rounds {
+		if i == 0 || r.ReadGBs < glo {
+			glo = r.ReadGBs
+		}
+		ghi = max(ghi, r.ReadGBs)
+	}
 	recs := make([]RooflineRecord, len(parts))
 	for i, t := range parts {
 		r := RooflineRecord{RunMeta: meta, Machine: mc, Traffic: t, Speed: sp, DecodeLimitTPS: dl, PrefillLimitTPS: pl,
-			PrefillLimitVNNITPS: plv, KernelLimitTPS: kl, PrefillMACsInt8: work.MACsInt8, PrefillMACsFloat: work.MACsFloat}
+			PrefillLimitVNNITPS: plv, KernelLimitTPS: kl, PrefillMACsInt8: work.MACsInt8, PrefillMACsFloat: work.MACsFloat,
+			DecodeRounds: int64(len(rounds)), DecodeRoundFraction: med, DecodeRoundFractionMin: flo, DecodeRoundFractionMax: fhi,
+			DecodeRoundReadGBsMin: glo, DecodeRoundReadGBsMax: ghi}
 		if plv > 0 {
 			r.PrefillFractionVNNI = sp.PrefillTPS / plv
 		}

@@ -32,7 +32,10 @@ times each weight type's dot kernel on rows in cache: a type whose
 kernel is slower than memory bounds decode below the speed of light,
 and the decode kernel limit sums those bounds. The bandwidth is probed
 again after the model ran and the best figure kept, since a shared
-machine's bandwidth moves.
+machine's bandwidth moves. For the same reason decode is also measured
+in rounds that each follow their own bandwidth probe (--rounds): their
+median fraction of the speed of light is taken at the bandwidth of each
+round's moment.
 
 Options:
 `
@@ -50,6 +53,7 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	prefill := fs.Int("prefill", 64, "prompt tokens prefilled to measure prefill speed")
 	decode := fs.Int("decode", 16, "tokens decoded after the prefill (and 4 untimed ones) to measure decode speed")
 	noSpeed := fs.Bool("no-speed", false, "skip measuring the model's speed")
+	rounds := fs.Int("rounds", 5, "decode rounds of --decode tokens, each right after its own bandwidth probe (0: none)")
 	opsFlag := fs.Bool("ops", false, "also time each matrix product of the decode steps and print where a step's time goes")
 	lock := fs.Bool("lock", true, "pin the weights in memory (mlock) while measuring the model's speed")
 	inMemory := fs.Bool("in-memory", false, "read the model into memory of its own with huge pages instead of mapping the file")
@@ -75,6 +79,10 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usageError{errors.New("roofline: --prefill and --decode must be positive")}
 	case *noSpeed && *opsFlag:
 		return usageError{errors.New("roofline: --ops times the decode steps, which --no-speed skips")}
+	case *rounds < 0:
+		return usageError{errors.New("roofline: --rounds must not be negative")}
+	case *noSpeed && fs.Changed("rounds") && *rounds > 0:
+		return usageError{errors.New("roofline: --rounds decodes, which --no-speed skips")}
 	}
 	open := engine.Open
 	if *inMemory {
@@ -154,6 +162,23 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		harness.SetFloors(rates, mc)
 	}
+	var dr []harness.DecodeRound
+	if !*noSpeed && *rounds > 0 {
+		step(fmt.Sprintf("the read bandwidth before each of %d decode rounds", *rounds))
+		var bar *progress.Bar
+		tick := func(int) {}
+		if !*noProgress {
+			bar = progress.New(stderr, "ds4-bench: decode rounds", int64(*rounds**decode+4), " tok")
+			tick = func(n int) { bar.Add(int64(n)) }
+		}
+		dr, err = harness.MeasureDecodeRounds(ctx, m, be, probeCfg, *prefill, *decode, *rounds, tick)
+		if bar != nil {
+			bar.Finish()
+		}
+		if err != nil {
+			return err
+		}
+	}
 	var ops []harness.DecodeOp
 	var opStep time.Duration
 	if *opsFlag {
@@ -165,7 +190,7 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if modelPath != "" {
 		meta.Notes += hugePageNote(m.File, modelPath, *inMemory, stderr)
 	}
-	recs := harness.RooflineRecords(meta, mc, parts, rates, sp)
+	recs := harness.RooflineRecords(meta, mc, parts, rates, sp, dr)
 	printRoofline(stdout, meta, recs, rates, be.Kernels().Name)
 	if ops != nil {
 		printDecodeOps(stdout, ops, opStep)
@@ -312,6 +337,10 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 			fmt.Fprintf(w, ", %.3f of the kernel limit", r.DecodeKernelFraction)
 		}
 		fmt.Fprintln(w)
+		if r.DecodeRounds > 0 {
+			fmt.Fprintf(w, "          in %d rounds of %d tokens, each after its own bandwidth probe: %.3f of the speed of light (median; %.3f–%.3f at %.2f–%.2f GB/s)\n",
+				r.DecodeRounds, r.DecodeTokens, r.DecodeRoundFraction, r.DecodeRoundFractionMin, r.DecodeRoundFractionMax, r.DecodeRoundReadGBsMin, r.DecodeRoundReadGBsMax)
+		}
 		switch {
 		case r.PrefillLimitVNNITPS > 0 && strings.HasPrefix(kernels, "avx512"):
 			// The avx512 sets multiply with VNNI, so its peak is the

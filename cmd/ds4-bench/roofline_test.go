@@ -21,9 +21,10 @@ func TestRooflineTiny(t *testing.T) {
 	dir := t.TempDir()
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"roofline", "--buffer-mb", "8", "--min-time", "10ms", "--trials", "1",
-		"--prefill", "4", "--decode", "2", "-t", "2", "--parquet", dir, "--no-progress"}, &out, &errOut)
+		"--prefill", "4", "--decode", "2", "-t", "2", "--parquet", dir, "--no-progress", "--rounds", "3"}, &out, &errOut)
 	require.Equal(t, 0, code, errOut.String())
-	for _, want := range []string{"read bandwidth", "int8 dot", "dot kernels", "decode kernel limit", "decode speed of light", "of the speed of light", "of the kernel limit", "of the compute limit"} {
+	for _, want := range []string{"read bandwidth", "int8 dot", "dot kernels", "decode kernel limit", "decode speed of light", "of the speed of light", "of the kernel limit", "of the compute limit",
+		"in 3 rounds of 2 tokens, each after its own bandwidth probe"} {
 		require.Contains(t, out.String(), want)
 	}
 	files, err := filepath.Glob(filepath.Join(dir, harness.RooflineTable, "model=DS4-tiny", "date=*", "*.parquet"))
@@ -40,6 +41,10 @@ func TestRooflineTiny(t *testing.T) {
 	require.Equal(t, int64(2), tot.Threads)
 	require.Greater(t, tot.KernelLimitTPS, 0.0)
 	require.LessOrEqual(t, tot.KernelLimitTPS, tot.DecodeLimitTPS*(1+1e-9), "the kernel limit cannot pass the speed of light")
+	require.Equal(t, int64(3), tot.DecodeRounds)
+	require.Positive(t, tot.DecodeRoundFractionMin)
+	require.True(t, tot.DecodeRoundFractionMin <= tot.DecodeRoundFraction && tot.DecodeRoundFraction <= tot.DecodeRoundFractionMax, "%+v", tot)
+	require.Positive(t, tot.DecodeRoundReadGBsMin)
 
 	files, err = filepath.Glob(filepath.Join(dir, harness.RooflineKernelTable, "model=DS4-tiny", "date=*", "*.parquet"))
 	require.NoError(t, err)
@@ -92,6 +97,8 @@ func TestRooflineUsage(t *testing.T) {
 		{[]string{"roofline", "--decode", "0"}, "--prefill and --decode must be positive"},
 		{[]string{"roofline", "extra"}, "unexpected argument"},
 		{[]string{"roofline", "--no-speed", "--ops"}, "--ops times the decode steps"},
+		{[]string{"roofline", "--no-speed", "--rounds", "2"}, "--rounds decodes"},
+		{[]string{"roofline", "--rounds", "-1"}, "--rounds must not be negative"},
 		{[]string{"roofline", "--bogus"}, "unknown flag"},
 	} {
 		var out, errOut bytes.Buffer
