@@ -414,24 +414,32 @@ func MeasureSpeed(ctx context.Context, m *engine.Model, be backends.Backend, pre
 		*tps = float64(prefill) / time.Since(start).Seconds()
 		tick(prefill)
 	}
-	for _, t := range toks[prefill : prefill+speedWarmup] {
-		if err := s.Decode(t); err != nil {
-			return sp, fmt.Errorf("harness: roofline: decode: %w", err)
-		}
-		tick(1)
+	if err := decodeAll(ctx, s, toks[prefill:prefill+speedWarmup], tick, "roofline"); err != nil {
+		return sp, err
 	}
 	start := time.Now()
-	for _, t := range toks[prefill+speedWarmup:] {
-		if err := ctx.Err(); err != nil {
-			return sp, fmt.Errorf("harness: roofline: %w", err)
-		}
-		if err := s.Decode(t); err != nil {
-			return sp, fmt.Errorf("harness: roofline: decode: %w", err)
-		}
-		tick(1)
+	if err := decodeAll(ctx, s, toks[prefill+speedWarmup:], tick, "roofline"); err != nil {
+		return sp, err
 	}
 	sp.DecodeTPS = float64(decode) / time.Since(start).Seconds()
 	return sp, nil
+}
+
+// decodeAll decodes toks in s one at a time, calling tick, when not nil,
+// after each; what names the measurement in errors.
+func decodeAll(ctx context.Context, s *engine.Session, toks []int, tick func(n int), what string) error {
+	for _, t := range toks {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("harness: %s: %w", what, err)
+		}
+		if err := s.Decode(t); err != nil {
+			return fmt.Errorf("harness: %s: decode: %w", what, err)
+		}
+		if tick != nil {
+			tick(1)
+		}
+	}
+	return nil
 }
 
 // speedTokens returns n pseudo-random tokens below vocab, the same on

@@ -53,23 +53,12 @@ func MeasureDecodeOps(ctx context.Context, m *engine.Model, be backends.Backend,
 	if err := s.Prefill(toks[:prefill]); err != nil {
 		return nil, 0, fmt.Errorf("harness: decode ops: prefill: %w", err)
 	}
-	decode := func(toks []int) error {
-		for _, tok := range toks {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("harness: decode ops: %w", err)
-			}
-			if err := s.Decode(tok); err != nil {
-				return fmt.Errorf("harness: decode ops: decode: %w", err)
-			}
-		}
-		return nil
-	}
-	if err := decode(toks[prefill : prefill+speedWarmup]); err != nil {
+	if err := decodeAll(ctx, s, toks[prefill:prefill+speedWarmup], nil, "decode ops"); err != nil {
 		return nil, 0, err
 	}
 	t.on = true
 	start := time.Now()
-	if err := decode(toks[prefill+speedWarmup:]); err != nil {
+	if err := decodeAll(ctx, s, toks[prefill+speedWarmup:], nil, "decode ops"); err != nil {
 		return nil, 0, err
 	}
 	step := time.Since(start) / time.Duration(steps)

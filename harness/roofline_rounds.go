@@ -43,9 +43,6 @@ func MeasureDecodeRounds(ctx context.Context, m *engine.Model, be backends.Backe
 	if err := cfg.normalize(); err != nil {
 		return nil, err
 	}
-	if tick == nil {
-		tick = func(int) {}
-	}
 	s, err := engine.NewSession(m, be, engine.Options{Context: prefill + speedWarmup + rounds*steps + 1})
 	if err != nil {
 		return nil, fmt.Errorf("harness: decode rounds: %w", err)
@@ -54,19 +51,7 @@ func MeasureDecodeRounds(ctx context.Context, m *engine.Model, be backends.Backe
 	if err := s.Prefill(toks[:prefill]); err != nil {
 		return nil, fmt.Errorf("harness: decode rounds: prefill: %w", err)
 	}
-	decode := func(toks []int) error {
-		for _, t := range toks {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("harness: decode rounds: %w", err)
-			}
-			if err := s.Decode(t); err != nil {
-				return fmt.Errorf("harness: decode rounds: decode: %w", err)
-			}
-			tick(1)
-		}
-		return nil
-	}
-	if err := decode(toks[prefill : prefill+speedWarmup]); err != nil {
+	if err := decodeAll(ctx, s, toks[prefill:prefill+speedWarmup], tick, "decode rounds"); err != nil {
 		return nil, err
 	}
 	buf := probeBuffer(cfg)
@@ -76,7 +61,7 @@ func MeasureDecodeRounds(ctx context.Context, m *engine.Model, be backends.Backe
 		out[i].ReadGBs = bytes / el.Seconds() / 1e9
 		start := time.Now()
 		lo := prefill + speedWarmup + i*steps
-		if err := decode(toks[lo : lo+steps]); err != nil {
+		if err := decodeAll(ctx, s, toks[lo:lo+steps], tick, "decode rounds"); err != nil {
 			return nil, err
 		}
 		out[i].DecodeTPS = float64(steps) / time.Since(start).Seconds()
