@@ -28,10 +28,10 @@ func (r DecodeRound) Fraction(bytes int64) float64 {
 	return r.DecodeTPS * float64(bytes) / (r.ReadGBs * 1e9)
 }
 
-// MeasureDecodeRounds prefills prefill tokens in a fresh session, decodes
-// speedWarmup tokens untimed, then rounds rounds of steps decode steps,
-// each right after a probe of the all-threads read bandwidth that lasts
-// at least cfg.MinTime; tick, when not nil, is called after each step.
+// MeasureDecodeRounds prefills prefill tokens in a fresh session, then
+// runs rounds rounds: a probe of the all-threads read bandwidth that lasts
+// at least cfg.MinTime, speedWarmup untimed decode steps and steps timed
+// ones; tick, when not nil, is called after each step.
 // The bandwidth of a shared machine drifts by tens of percent within
 // minutes, and a probe and the steps that follow it see the same
 // neighbours: each round's fraction of the speed of light is taken
@@ -43,25 +43,28 @@ func MeasureDecodeRounds(ctx context.Context, m *engine.Model, be backends.Backe
 	if err := cfg.normalize(); err != nil {
 		return nil, err
 	}
-	s, err := engine.NewSession(m, be, engine.Options{Context: prefill + speedWarmup + rounds*steps + 1})
+	per := speedWarmup + steps
+	s, err := engine.NewSession(m, be, engine.Options{Context: prefill + rounds*per + 1})
 	if err != nil {
 		return nil, fmt.Errorf("harness: decode rounds: %w", err)
 	}
-	toks := speedTokens(prefill+speedWarmup+rounds*steps, m.Params.Vocab)
+	toks := speedTokens(prefill+rounds*per, m.Params.Vocab)
 	if err := s.Prefill(toks[:prefill]); err != nil {
 		return nil, fmt.Errorf("harness: decode rounds: prefill: %w", err)
-	}
-	if err := decodeAll(ctx, s, toks[prefill:prefill+speedWarmup], tick, "decode rounds"); err != nil {
-		return nil, err
 	}
 	buf := probeBuffer(cfg)
 	out := make([]DecodeRound, rounds)
 	for i := range out {
 		bytes, el := readProbe(buf, cfg.Threads, cfg.MinTime)
 		out[i].ReadGBs = bytes / el.Seconds() / 1e9
+		// As in MeasureSpeed, untimed steps come first: the probe's
+		// gigabyte has pushed the session's own buffers out of the caches.
+		lo := prefill + i*per
+		if err := decodeAll(ctx, s, toks[lo:lo+speedWarmup], tick, "decode rounds"); err != nil {
+			return nil, err
+		}
 		start := time.Now()
-		lo := prefill + speedWarmup + i*steps
-		if err := decodeAll(ctx, s, toks[lo:lo+steps], tick, "decode rounds"); err != nil {
+		if err := decodeAll(ctx, s, toks[lo+speedWarmup:lo+per], tick, "decode rounds"); err != nil {
 			return nil, err
 		}
 		out[i].DecodeTPS = float64(steps) / time.Since(start).Seconds()

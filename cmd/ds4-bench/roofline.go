@@ -168,7 +168,7 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		var bar *progress.Bar
 		tick := func(int) {}
 		if !*noProgress {
-			bar = progress.New(stderr, "ds4-bench: decode rounds", int64(*rounds**decode+4), " tok")
+			bar = progress.New(stderr, "ds4-bench: decode rounds", int64(*rounds*(*decode+4)), " tok")
 			tick = func(n int) { bar.Add(int64(n)) }
 		}
 		dr, err = harness.MeasureDecodeRounds(ctx, m, be, probeCfg, *prefill, *decode, *rounds, tick)
