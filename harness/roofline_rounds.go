@@ -32,6 +32,7 @@ func (r DecodeRound) Fraction(bytes int64) float64 {
 // runs rounds rounds: a probe of the all-threads read bandwidth that lasts
 // at least cfg.MinTime, speedWarmup untimed decode steps and steps timed
 // ones; tick, when not nil, is called after each step.
+//
 // The bandwidth of a shared machine drifts by tens of percent within
 // minutes, and a probe and the steps that follow it see the same
 // neighbours: each round's fraction of the speed of light is taken
