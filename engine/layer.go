@@ -3,6 +3,7 @@ package engine
 import (
 	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/engine/mmap"
 )
 
 // scratch holds the per-chunk buffers of the forward pass, sized for n
@@ -54,8 +55,20 @@ type scratch struct {
 	ps     []backends.Product
 }
 
+// hugeScratch is the size in bytes from which a scratch buffer asks for
+// huge pages (mmap.HugeFloats). Flash's largest buffers take tens to
+// hundreds of MB a chunk; on the 2-layer slice, 2048-token steps after the
+// first ran 1.04× faster with them (median of 5 runs), and the first,
+// which faults the buffers in, 1.14×.
+const hugeScratch = 4 << 20
+
 func newScratch(p layout.Params, n int) *scratch {
-	f := func(k int) []float32 { return make([]float32, k) }
+	f := func(k int) []float32 {
+		if 4*k >= hugeScratch {
+			return mmap.HugeFloats(k)
+		}
+		return make([]float32, k)
+	}
 	hcd := p.HC * p.Embd
 	w := 2 * p.HeadDim
 	shared := p.ExpertFF * p.SharedExperts

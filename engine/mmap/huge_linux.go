@@ -13,12 +13,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// adviseHuge asks the kernel to back b with transparent huge pages. It is
-// an optimization only: a kernel without them refuses, and b works as
-// before.
+// adviseHuge asks the kernel to back the whole pages of b with transparent
+// huge pages. It is an optimization only: a kernel without them refuses,
+// and b works as before.
 func adviseHuge(b []byte) {
-	if len(b) > 0 {
-		_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
+	// madvise takes a page-aligned start; a partial first page is left.
+	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(b))) & uintptr(os.Getpagesize()-1))
+	if off < len(b) {
+		_ = unix.Madvise(b[off:], unix.MADV_HUGEPAGE)
 	}
 }
 

@@ -102,3 +102,24 @@ func TestTouchMapsPages(t *testing.T) {
 	Touch(b, nil)
 	require.GreaterOrEqual(t, rss(), int64(63*page-page))
 }
+
+// TestHugeFloats writes a 32 MiB HugeFloats slice and checks that huge
+// pages back some of it, where the kernel grants them on request.
+func TestHugeFloats(t *testing.T) {
+	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	if err != nil || !strings.Contains(string(mode), "[madvise]") && !strings.Contains(string(mode), "[always]") {
+		t.Skipf("no transparent huge pages on request here (%q, %v)", mode, err)
+	}
+	b := HugeFloats(8 << 20)
+	require.Len(t, b, 8<<20)
+	for i := range b {
+		if b[i] != 0 {
+			t.Fatalf("b[%d] = %v, want 0", i, b[i])
+		}
+		b[i] = float32(i)
+	}
+	huge, err := HugeBytes(unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), 4*len(b)))
+	require.NoError(t, err)
+	require.Positive(t, huge, "no huge pages behind the slice")
+	require.Empty(t, HugeFloats(0))
+}
