@@ -128,13 +128,14 @@ func cpuTime() time.Duration {
 // one chunk.
 func BenchmarkFlash2Prefill(b *testing.B) { benchPrefill(b, 64, PrefillChunk) }
 
-// BenchmarkFlash2PrefillChunk prefills 512 tokens on the 2-layer Flash
+// BenchmarkFlash2PrefillChunk prefills 3072 tokens on the 2-layer Flash
 // slice in chunks of several sizes: the measurement behind PrefillChunk.
-// Larger chunks route more tokens to each expert, which the four-token
-// IQ2_XXS kernel turns into fewer expansions of the expert weights.
+// Larger chunks route more tokens to each expert, so each expert's rows
+// are packed for the tile kernels fewer times, until the chunk's buffers
+// outgrow the caches.
 func BenchmarkFlash2PrefillChunk(b *testing.B) {
-	for _, c := range []int{64, 128, 256, 512} {
-		b.Run(fmt.Sprintf("chunk=%d", c), func(b *testing.B) { benchPrefill(b, 512, c) })
+	for _, c := range []int{256, 512, 768, 1024, 1536} {
+		b.Run(fmt.Sprintf("chunk=%d", c), func(b *testing.B) { benchPrefill(b, 3072, c) })
 	}
 }
 

@@ -322,8 +322,8 @@ func (c *EvalConfig) Validate() error {
 }
 
 // evalPrefillChunk is the number of prompt tokens prefilled between two
-// progress reports.
-const evalPrefillChunk = 512
+// progress reports: the engine's chunk, which smaller steps would split.
+const evalPrefillChunk = engine.PrefillChunk
 
 // Evaluator runs ds4-eval cases on one session sized for all of them; the
 // sampler's random sequence runs on across cases, as upstream's does.

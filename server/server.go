@@ -25,7 +25,7 @@ const (
 	DefaultQueueSize    = 16
 	DefaultMaxBodyBytes = 64 << 20
 	DefaultKeepAlive    = 5 * time.Second
-	DefaultPrefillChunk = 512 // engine.PrefillChunk: smaller steps would split the engine's chunks
+	DefaultPrefillChunk = 1024 // engine.PrefillChunk: smaller steps would split the engine's chunks
 	DefaultWriteTimeout = 10 * time.Second
 )
 

@@ -216,10 +216,10 @@ func TestDumpLogprobs(t *testing.T) {
 // and, for a prompt longer than one prefill step, the progress bar.
 func TestGenerateProgress(t *testing.T) {
 	t.Chdir(t.TempDir())
-	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 60)
-	code, _, errOut := runCmd("", "-p", long, "-n", "1", "--nothink", "--ctx", "1024")
+	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 120)
+	code, _, errOut := runCmd("", "-p", long, "-n", "1", "--nothink", "--ctx", "2048")
 	require.Equal(t, 0, code, errOut)
-	require.Regexp(t, `ds4: context buffers [0-9.]+ MiB \(ctx=1024, backend=cpu, prefill_chunk=512, raw_kv_rows=16, compressed_kv_rows=258\)`, errOut)
+	require.Regexp(t, fmt.Sprintf(`ds4: context buffers [0-9.]+ MiB \(ctx=2048, backend=cpu, prefill_chunk=%d, raw_kv_rows=16, compressed_kv_rows=514\)`, prefillStep), errOut)
 	m := regexp.MustCompile(`ds4: processing (\d+) input tokens`).FindStringSubmatch(errOut)
 	require.NotNil(t, m, errOut)
 	n, _ := strconv.Atoi(m[1])

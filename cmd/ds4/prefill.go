@@ -16,7 +16,7 @@ import (
 // route fewer tokens to each expert and lose the four-token kernels), and
 // the engine's prefill gives the same result however the tokens are
 // split, so a step costs only one extra output head (the logits of its
-// last token), small beside 512 tokens through every layer.
+// last token), small beside a chunk of tokens through every layer.
 const prefillStep = engine.PrefillChunk
 
 // prefill evaluates ids on s in steps of prefillStep tokens, drawing a

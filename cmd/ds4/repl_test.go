@@ -233,7 +233,7 @@ func TestREPLNoRePrefill(t *testing.T) {
 // forgotten, and the next turn starts the session over.
 func TestREPLInterruptDuringPrefill(t *testing.T) {
 	t.Chdir(t.TempDir())
-	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 180)
+	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 360)
 	require.NoError(t, os.WriteFile("long.txt", []byte(long), 0o644))
 	intr := make(chan os.Signal, 1)
 	c := &evalCounter{}
@@ -252,7 +252,7 @@ func TestREPLInterruptDuringPrefill(t *testing.T) {
 			}
 		},
 	}
-	_, errOut := runREPLHooks(t, h, "hello\n/read long.txt\nafter\n", "--nothink", "--ctx", "4096")
+	_, errOut := runREPLHooks(t, h, "hello\n/read long.txt\nafter\n", "--nothink", "--ctx", "8192")
 	require.Contains(t, errOut, "ds4: interrupted\n")
 	ts := prefills(t, errOut)
 	require.Len(t, ts, 3, errOut)
@@ -284,12 +284,12 @@ func TestREPLBlocks(t *testing.T) {
 // than one step.
 func TestREPLProgressAndMemory(t *testing.T) {
 	t.Chdir(t.TempDir())
-	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 60)
+	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 120)
 	require.NoError(t, os.WriteFile("long.txt", []byte(long), 0o644))
-	out, errOut := runREPLCmd(t, "hi\n/ctx 1000\n/read long.txt\n", "--nothink")
-	require.Regexp(t, `ds4: context buffers [0-9.]+ MiB \(ctx=512, backend=cpu, prefill_chunk=512, raw_kv_rows=16, compressed_kv_rows=130\)`, errOut)
-	require.Regexp(t, `ds4: context buffers [0-9.]+ MiB \(ctx=1000, backend=cpu, prefill_chunk=512, raw_kv_rows=16, compressed_kv_rows=252\)`, errOut)
-	require.Contains(t, out, "Context: 1000 tokens.")
+	out, errOut := runREPLCmd(t, "hi\n/ctx 2000\n/read long.txt\n", "--nothink")
+	require.Regexp(t, fmt.Sprintf(`ds4: context buffers [0-9.]+ MiB \(ctx=512, backend=cpu, prefill_chunk=%d, raw_kv_rows=16, compressed_kv_rows=130\)`, prefillStep), errOut)
+	require.Regexp(t, fmt.Sprintf(`ds4: context buffers [0-9.]+ MiB \(ctx=2000, backend=cpu, prefill_chunk=%d, raw_kv_rows=16, compressed_kv_rows=502\)`, prefillStep), errOut)
+	require.Contains(t, out, "Context: 2000 tokens.")
 	ts := prefills(t, errOut)
 	require.Len(t, ts, 2, errOut)
 	require.LessOrEqual(t, ts[0].prefill, prefillStep)
