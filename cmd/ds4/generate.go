@@ -137,7 +137,7 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	tr.tokens("prefill_suffix", 0, ids)
 	fmt.Fprintf(stderr, "ds4: processing %d input tokens\n", len(ids))
 	start := time.Now()
-	if _, err := prefill(s, ids, stderr, nil); err != nil {
+	if _, err := prefill(s, m.Params.Layers, ids, stderr, nil); err != nil {
 		return err
 	}
 	prefillTime := time.Since(start)

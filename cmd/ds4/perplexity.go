@@ -55,7 +55,7 @@ func runPerplexity(g *genFlags, path string, fs *pflag.FlagSet, stdout, stderr i
 	if err != nil {
 		return err
 	}
-	if _, err := prefill(s, ids[:perplexityPrefix], stderr, nil); err != nil {
+	if _, err := prefill(s, m.Params.Layers, ids[:perplexityPrefix], stderr, nil); err != nil {
 		return err
 	}
 	bar := progress.New(stderr, "ds4: perplexity", int64(scored), " tok")

@@ -32,21 +32,53 @@ func TestPrefillSteps(t *testing.T) {
 	require.NoError(t, whole.Prefill(ids))
 	stepped, err := engine.NewSession(m, be, engine.Options{Context: 4 * prefillStep})
 	require.NoError(t, err)
-	stopped, err := prefill(stepped, ids, io.Discard, func() bool { return false })
+	stopped, err := prefill(stepped, m.Params.Layers, ids, io.Discard, func() bool { return false })
 	require.NoError(t, err)
 	require.False(t, stopped)
 	require.Equal(t, whole.Logits(), stepped.Logits())
 
 	stepped.Reset()
 	asked := 0
-	stopped, err = prefill(stepped, ids, io.Discard, func() bool { asked++; return asked == 2 })
+	stopped, err = prefill(stepped, m.Params.Layers, ids, io.Discard, func() bool { asked++; return asked == 2 })
 	require.NoError(t, err)
 	require.True(t, stopped)
 	require.Equal(t, 2*prefillStep, stepped.Pos())
 
 	stepped.Reset()
-	_, err = prefill(stepped, append(ids, m.Params.Vocab), io.Discard, nil)
+	_, err = prefill(stepped, m.Params.Layers, append(ids, m.Params.Vocab), io.Discard, nil)
 	require.ErrorContains(t, err, "prefill: engine: token")
+}
+
+// TestPrefillProgress checks that the progress of a prefill moves layer by
+// layer, adding up to each step's tokens, and that no progress is told
+// after it (the layer hook is removed).
+func TestPrefillProgress(t *testing.T) {
+	m, err := engine.OpenTiny()
+	require.NoError(t, err)
+	be := cpu.New(0)
+	defer be.Close()
+	layers := m.Params.Layers
+	ids := prefillTokens(prefillStep+prefillStep/2, m.Params.Vocab)
+	s, err := engine.NewSession(m, be, engine.Options{Context: 2*prefillStep + 8})
+	require.NoError(t, err)
+	var adds []int64
+	stopped, err := prefillSteps(s, layers, ids, func(n int64) { adds = append(adds, n) }, nil)
+	require.NoError(t, err)
+	require.False(t, stopped)
+	require.Len(t, adds, 2*layers, "one report per layer of each step")
+	var first, second int64
+	for i, n := range adds {
+		require.Positive(t, n)
+		if i < layers {
+			first += n
+		} else {
+			second += n
+		}
+	}
+	require.Equal(t, int64(prefillStep), first)
+	require.Equal(t, int64(prefillStep/2), second)
+	require.NoError(t, s.Decode(ids[0]))
+	require.Len(t, adds, 2*layers, "a decode after the prefill reports nothing")
 }
 
 // BenchmarkPrefill compares prefilling four steps' worth of tokens in
@@ -71,7 +103,7 @@ func BenchmarkPrefill(b *testing.B) {
 	b.Run("stepped", func(b *testing.B) {
 		for b.Loop() {
 			s.Reset()
-			if _, err := prefill(s, ids, io.Discard, nil); err != nil {
+			if _, err := prefill(s, m.Params.Layers, ids, io.Discard, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -361,7 +361,7 @@ func (r *repl) sync(think prompt.Think) (bool, error) {
 	r.trace.event("prefill turn=%d transcript=%d cached=%d suffix=%d think=%s", r.turns, len(r.transcript), reused, len(suffix), think)
 	r.trace.tokens("prefill_suffix", reused, suffix)
 	start := time.Now()
-	stopped, err := prefill(r.s, suffix, r.stderr, r.interrupted)
+	stopped, err := prefill(r.s, r.m.Params.Layers, suffix, r.stderr, r.interrupted)
 	r.prefillTime += time.Since(start)
 	r.prefillTokens += r.s.Pos() - reused
 	return stopped, err
