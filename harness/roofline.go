@@ -425,6 +425,21 @@ func MeasureSpeed(ctx context.Context, m *engine.Model, be backends.Backend, pre
 	return sp, nil
 }
 
+// prefilledSession returns a fresh session on be, with room for prefill
+// plus decode tokens, that has prefilled the first prefill of the
+// speedTokens it returns; what names the measurement in errors.
+func prefilledSession(m *engine.Model, be backends.Backend, prefill, decode int, what string) (*engine.Session, []int, error) {
+	s, err := engine.NewSession(m, be, engine.Options{Context: prefill + decode + 1})
+	if err != nil {
+		return nil, nil, fmt.Errorf("harness: %s: %w", what, err)
+	}
+	toks := speedTokens(prefill+decode, m.Params.Vocab)
+	if err := s.Prefill(toks[:prefill]); err != nil {
+		return nil, nil, fmt.Errorf("harness: %s: prefill: %w", what, err)
+	}
+	return s, toks, nil
+}
+
 // decodeAll decodes toks in s one at a time, calling tick, when not nil,
 // after each; what names the measurement in errors.
 func decodeAll(ctx context.Context, s *engine.Session, toks []int, tick func(n int), what string) error {

@@ -45,13 +45,9 @@ func MeasureDecodeOps(ctx context.Context, m *engine.Model, be backends.Backend,
 		return nil, 0, errors.New("harness: decode ops: prefill and decode token counts must be positive")
 	}
 	t := &opTimer{Backend: be, ops: map[string]*opTotal{}}
-	s, err := engine.NewSession(m, t, engine.Options{Context: prefill + speedWarmup + steps + 1})
+	s, toks, err := prefilledSession(m, t, prefill, speedWarmup+steps, "decode ops")
 	if err != nil {
-		return nil, 0, fmt.Errorf("harness: decode ops: %w", err)
-	}
-	toks := speedTokens(prefill+speedWarmup+steps, m.Params.Vocab)
-	if err := s.Prefill(toks[:prefill]); err != nil {
-		return nil, 0, fmt.Errorf("harness: decode ops: prefill: %w", err)
+		return nil, 0, err
 	}
 	if err := decodeAll(ctx, s, toks[prefill:prefill+speedWarmup], nil, "decode ops"); err != nil {
 		return nil, 0, err

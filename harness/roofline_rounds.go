@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -45,13 +44,9 @@ func MeasureDecodeRounds(ctx context.Context, m *engine.Model, be backends.Backe
 		return nil, err
 	}
 	per := speedWarmup + steps
-	s, err := engine.NewSession(m, be, engine.Options{Context: prefill + rounds*per + 1})
+	s, toks, err := prefilledSession(m, be, prefill, rounds*per, "decode rounds")
 	if err != nil {
-		return nil, fmt.Errorf("harness: decode rounds: %w", err)
-	}
-	toks := speedTokens(prefill+rounds*per, m.Params.Vocab)
-	if err := s.Prefill(toks[:prefill]); err != nil {
-		return nil, fmt.Errorf("harness: decode rounds: prefill: %w", err)
+		return nil, err
 	}
 	buf := probeBuffer(cfg)
 	out := make([]DecodeRound, rounds)
