@@ -45,10 +45,10 @@ func kernelSets(l cpuLevels) []Kernels {
 	return []Kernels{avx512Kernels(vnni), vnni, avx2}
 }
 
-// avx512VNNIKernels returns the AVX2 kernels avx2 with the Q8_0 ones
-// replaced by their AVX-512 versions and the Q8_0 (tile_amd64.go) and Q2_K
-// (tile_q2k_amd64.go) tile kernels added: all of them need AVX512F/BW/VL
-// and VNNI only.
+// avx512VNNIKernels returns the AVX2 kernels avx2 with the Q8_0 ones and
+// the Q8_0 tile kernels replaced by their AVX-512 versions (tile_amd64.go)
+// and the Q2_K tile kernels (tile_q2k_amd64.go) added: all of them need
+// AVX512F/BW/VL and VNNI only.
 func avx512VNNIKernels(avx2 Kernels) Kernels {
 	k := avx2
 	k.Name = "avx512vnni"
@@ -77,7 +77,8 @@ func avx512Kernels(vnni Kernels) Kernels {
 	return k
 }
 
-// avx2Kernels returns the AVX2 kernels. Every one needs AVX2 and FMA, and
+// avx2Kernels returns the AVX2 kernels, the Q8_0 tile kernels
+// (tile_q8_avx2_amd64.go) among them. Every one needs AVX2 and FMA, and
 // F16C converts the f16 scales and weights. Every CPU with AVX2 so far
 // also has F16C and FMA, so requiring all three loses nothing.
 func avx2Kernels() Kernels {
@@ -92,5 +93,8 @@ func avx2Kernels() Kernels {
 		IQ2XXSx4: dotIQ2XXSx4AVX2,
 		F16:      dotF16AVX2,
 		F32:      dotF32AVX2,
+
+		PackQ8_0Tile: packQ8_0TileAVX2,
+		Q8_0Tile:     q8_0TileAVX2,
 	}
 }

@@ -50,7 +50,7 @@ func eachTileSet(t *testing.T, kind tileKind, fn func(t *testing.T, vk quant.Ker
 		t.Run(vk.Name, func(t *testing.T) { fn(t, vk) })
 	}
 	if !ran {
-		t.Skip("no vector kernel set with the " + kind.name + " tile kernels on this CPU or build (they need AVX-512 F/BW/VL and VNNI, IQ2_XXS also VBMI and GFNI)")
+		t.Skip("no vector kernel set with the " + kind.name + " tile kernels on this CPU or build (Q8_0 needs AVX2, the others AVX-512 F/BW/VL and VNNI, IQ2_XXS also VBMI and GFNI)")
 	}
 }
 

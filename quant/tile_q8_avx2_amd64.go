@@ -1,0 +1,110 @@
+//go:build amd64 && !purego
+
+package quant
+
+// The AVX2 Q8_0 tile kernels: the pack into tile.go's layout and the
+// products of packed tiles with many tokens, for CPUs without AVX-512
+// such as AMD Zen 2 and 3 and Intel's client cores. The assembly bodies
+// (tile_q8_avx2_amd64.s) take eight rows and up to four tokens at a time;
+// every result is that of the vector row kernels bit for bit, in the order
+// q8_0TileAVX512 describes.
+
+// packQ8_0TileAVX2 is the AVX2 form of Kernels.PackQ8_0Tile.
+func packQ8_0TileAVX2(dst, w []byte, rowBytes int) {
+	if nb := checkPackQ8_0Tile(dst, w, rowBytes); nb > 0 {
+		packQ8_0TileAVX2Asm(&dst[0], &w[0], rowBytes, nb)
+	}
+}
+
+// q8_0TileAVX2 is the AVX2 form of Kernels.Q8_0Tile.
+func q8_0TileAVX2(tile []byte, x []BlockQ8_0, sums []int32, n int, out []float32) {
+	nb := checkQ8_0Tile(tile, x, sums, n, out)
+	out = out[:n*Q8_0TileRows]
+	if nb == 0 {
+		clear(out)
+		return
+	}
+	nb8 := nb &^ 7
+	// lanes[k] holds the sums of the blocks ≡ k mod 8 of up to four tokens.
+	var lanes [8][4 * Q8_0TileRows]float32
+	for t := 0; t < n; {
+		g := 4
+		for g > n-t {
+			g /= 2
+		}
+		o := out[t*Q8_0TileRows : (t+g)*Q8_0TileRows]
+		xt, st := x[t*nb:], sums[t*nb:]
+		// The kernels walk a group's blocks eight apart, which the
+		// hardware prefetchers do not follow: in prefill, where the
+		// activations come from L3 or memory, asking for the next group's
+		// blocks now made the kernels 1.3× faster.
+		if next := (t + g) * nb; next < len(x) {
+			prefetchQ8_0(&x[next], min(len(x)-next, g*nb))
+		}
+		if nb8 > 0 {
+			for k := range lanes {
+				l := lanes[k][:g*Q8_0TileRows]
+				clear(l)
+				for h := range 2 {
+					q8_0TileGroupAVX2(g, &tile[k*q8_0TileBlockBytes+32*h], &xt[k], &st[k], nb, nb8/8, 8, &l[8*h])
+				}
+			}
+			for v := range o {
+				o[v] = ((lanes[0][v] + lanes[4][v]) + (lanes[2][v] + lanes[6][v])) +
+					((lanes[1][v] + lanes[5][v]) + (lanes[3][v] + lanes[7][v]))
+			}
+		} else {
+			clear(o)
+		}
+		if nb > nb8 {
+			for h := range 2 {
+				q8_0TileGroupAVX2(g, &tile[nb8*q8_0TileBlockBytes+32*h], &xt[nb8], &st[nb8], nb, nb-nb8, 1, &o[8*h])
+			}
+		}
+		t += g
+	}
+}
+
+// q8_0TileGroupAVX2 runs the kernel for g = 4, 2 or 1 tokens.
+func q8_0TileGroupAVX2(g int, tile *byte, x *BlockQ8_0, sums *int32, nb, count, stride int, acc *float32) {
+	switch g {
+	case 4:
+		q8_0Tile4AVX2(tile, x, sums, nb, count, stride, acc)
+	case 2:
+		q8_0Tile2AVX2(tile, x, sums, nb, count, stride, acc)
+	default:
+		q8_0Tile1AVX2(tile, x, sums, nb, count, stride, acc)
+	}
+}
+
+// q8_0Tile4AVX2 adds to acc[16t+i], for tokens t < 4 and the eight rows
+// i < 8 of the half of the packed tile that tile points into (its first
+// code vector's bytes 0 or 32), the terms of count > 0 blocks stride
+// apart, from the packed block at tile and the activation blocks at x
+// (token t's nb blocks from x+t·nb, their code sums likewise from sums),
+// one by one in block order.
+//
+//go:noescape
+func q8_0Tile4AVX2(tile *byte, x *BlockQ8_0, sums *int32, nb, count, stride int, acc *float32)
+
+// q8_0Tile2AVX2 is q8_0Tile4AVX2 for two tokens.
+//
+//go:noescape
+func q8_0Tile2AVX2(tile *byte, x *BlockQ8_0, sums *int32, nb, count, stride int, acc *float32)
+
+// q8_0Tile1AVX2 is q8_0Tile4AVX2 for one token.
+//
+//go:noescape
+func q8_0Tile1AVX2(tile *byte, x *BlockQ8_0, sums *int32, nb, count, stride int, acc *float32)
+
+// prefetchQ8_0 asks the caches for the n > 0 blocks at x without waiting
+// for them.
+//
+//go:noescape
+func prefetchQ8_0(x *BlockQ8_0, n int)
+
+// packQ8_0TileAVX2Asm packs the 16 rows of nb > 0 blocks at w, rowBytes
+// apart, into dst.
+//
+//go:noescape
+func packQ8_0TileAVX2Asm(dst, w *byte, rowBytes, nb int)
