@@ -19,143 +19,10 @@
 // as the reference does.
 //
 // On one core all three are bound by instruction throughput, not memory
-// bandwidth; IQ2_XXS most of all, by its table work (four grid rows and
-// four sign patterns gathered per 32 elements). dotIQ2XXSx4Asm shares that
-// table work among four activations, which prefill has when several
+// bandwidth; IQ2_XXS most of all, by its table work (four grid rows
+// gathered and four sign patterns decoded per 32 elements). dotIQ2XXSx4Asm
+// shares that work among four activations, which prefill has when several
 // tokens are routed to one expert.
-
-// iq2xxsSigns holds, for each 7-bit IQ2_XXS sign index s, the eight bytes
-// of ±1 (0x01 or 0xff) that iq2Sign(s) stands for: byte t is -1 when bit t
-// of iq2Sign(s) is set.
-DATA iq2xxsSigns<>+0(SB)/8, $0x0101010101010101
-DATA iq2xxsSigns<>+8(SB)/8, $0xff010101010101ff
-DATA iq2xxsSigns<>+16(SB)/8, $0xff0101010101ff01
-DATA iq2xxsSigns<>+24(SB)/8, $0x010101010101ffff
-DATA iq2xxsSigns<>+32(SB)/8, $0xff01010101ff0101
-DATA iq2xxsSigns<>+40(SB)/8, $0x0101010101ff01ff
-DATA iq2xxsSigns<>+48(SB)/8, $0x0101010101ffff01
-DATA iq2xxsSigns<>+56(SB)/8, $0xff01010101ffffff
-DATA iq2xxsSigns<>+64(SB)/8, $0xff010101ff010101
-DATA iq2xxsSigns<>+72(SB)/8, $0x01010101ff0101ff
-DATA iq2xxsSigns<>+80(SB)/8, $0x01010101ff01ff01
-DATA iq2xxsSigns<>+88(SB)/8, $0xff010101ff01ffff
-DATA iq2xxsSigns<>+96(SB)/8, $0x01010101ffff0101
-DATA iq2xxsSigns<>+104(SB)/8, $0xff010101ffff01ff
-DATA iq2xxsSigns<>+112(SB)/8, $0xff010101ffffff01
-DATA iq2xxsSigns<>+120(SB)/8, $0x01010101ffffffff
-DATA iq2xxsSigns<>+128(SB)/8, $0xff0101ff01010101
-DATA iq2xxsSigns<>+136(SB)/8, $0x010101ff010101ff
-DATA iq2xxsSigns<>+144(SB)/8, $0x010101ff0101ff01
-DATA iq2xxsSigns<>+152(SB)/8, $0xff0101ff0101ffff
-DATA iq2xxsSigns<>+160(SB)/8, $0x010101ff01ff0101
-DATA iq2xxsSigns<>+168(SB)/8, $0xff0101ff01ff01ff
-DATA iq2xxsSigns<>+176(SB)/8, $0xff0101ff01ffff01
-DATA iq2xxsSigns<>+184(SB)/8, $0x010101ff01ffffff
-DATA iq2xxsSigns<>+192(SB)/8, $0x010101ffff010101
-DATA iq2xxsSigns<>+200(SB)/8, $0xff0101ffff0101ff
-DATA iq2xxsSigns<>+208(SB)/8, $0xff0101ffff01ff01
-DATA iq2xxsSigns<>+216(SB)/8, $0x010101ffff01ffff
-DATA iq2xxsSigns<>+224(SB)/8, $0xff0101ffffff0101
-DATA iq2xxsSigns<>+232(SB)/8, $0x010101ffffff01ff
-DATA iq2xxsSigns<>+240(SB)/8, $0x010101ffffffff01
-DATA iq2xxsSigns<>+248(SB)/8, $0xff0101ffffffffff
-DATA iq2xxsSigns<>+256(SB)/8, $0xff01ff0101010101
-DATA iq2xxsSigns<>+264(SB)/8, $0x0101ff01010101ff
-DATA iq2xxsSigns<>+272(SB)/8, $0x0101ff010101ff01
-DATA iq2xxsSigns<>+280(SB)/8, $0xff01ff010101ffff
-DATA iq2xxsSigns<>+288(SB)/8, $0x0101ff0101ff0101
-DATA iq2xxsSigns<>+296(SB)/8, $0xff01ff0101ff01ff
-DATA iq2xxsSigns<>+304(SB)/8, $0xff01ff0101ffff01
-DATA iq2xxsSigns<>+312(SB)/8, $0x0101ff0101ffffff
-DATA iq2xxsSigns<>+320(SB)/8, $0x0101ff01ff010101
-DATA iq2xxsSigns<>+328(SB)/8, $0xff01ff01ff0101ff
-DATA iq2xxsSigns<>+336(SB)/8, $0xff01ff01ff01ff01
-DATA iq2xxsSigns<>+344(SB)/8, $0x0101ff01ff01ffff
-DATA iq2xxsSigns<>+352(SB)/8, $0xff01ff01ffff0101
-DATA iq2xxsSigns<>+360(SB)/8, $0x0101ff01ffff01ff
-DATA iq2xxsSigns<>+368(SB)/8, $0x0101ff01ffffff01
-DATA iq2xxsSigns<>+376(SB)/8, $0xff01ff01ffffffff
-DATA iq2xxsSigns<>+384(SB)/8, $0x0101ffff01010101
-DATA iq2xxsSigns<>+392(SB)/8, $0xff01ffff010101ff
-DATA iq2xxsSigns<>+400(SB)/8, $0xff01ffff0101ff01
-DATA iq2xxsSigns<>+408(SB)/8, $0x0101ffff0101ffff
-DATA iq2xxsSigns<>+416(SB)/8, $0xff01ffff01ff0101
-DATA iq2xxsSigns<>+424(SB)/8, $0x0101ffff01ff01ff
-DATA iq2xxsSigns<>+432(SB)/8, $0x0101ffff01ffff01
-DATA iq2xxsSigns<>+440(SB)/8, $0xff01ffff01ffffff
-DATA iq2xxsSigns<>+448(SB)/8, $0xff01ffffff010101
-DATA iq2xxsSigns<>+456(SB)/8, $0x0101ffffff0101ff
-DATA iq2xxsSigns<>+464(SB)/8, $0x0101ffffff01ff01
-DATA iq2xxsSigns<>+472(SB)/8, $0xff01ffffff01ffff
-DATA iq2xxsSigns<>+480(SB)/8, $0x0101ffffffff0101
-DATA iq2xxsSigns<>+488(SB)/8, $0xff01ffffffff01ff
-DATA iq2xxsSigns<>+496(SB)/8, $0xff01ffffffffff01
-DATA iq2xxsSigns<>+504(SB)/8, $0x0101ffffffffffff
-DATA iq2xxsSigns<>+512(SB)/8, $0xffff010101010101
-DATA iq2xxsSigns<>+520(SB)/8, $0x01ff0101010101ff
-DATA iq2xxsSigns<>+528(SB)/8, $0x01ff01010101ff01
-DATA iq2xxsSigns<>+536(SB)/8, $0xffff01010101ffff
-DATA iq2xxsSigns<>+544(SB)/8, $0x01ff010101ff0101
-DATA iq2xxsSigns<>+552(SB)/8, $0xffff010101ff01ff
-DATA iq2xxsSigns<>+560(SB)/8, $0xffff010101ffff01
-DATA iq2xxsSigns<>+568(SB)/8, $0x01ff010101ffffff
-DATA iq2xxsSigns<>+576(SB)/8, $0x01ff0101ff010101
-DATA iq2xxsSigns<>+584(SB)/8, $0xffff0101ff0101ff
-DATA iq2xxsSigns<>+592(SB)/8, $0xffff0101ff01ff01
-DATA iq2xxsSigns<>+600(SB)/8, $0x01ff0101ff01ffff
-DATA iq2xxsSigns<>+608(SB)/8, $0xffff0101ffff0101
-DATA iq2xxsSigns<>+616(SB)/8, $0x01ff0101ffff01ff
-DATA iq2xxsSigns<>+624(SB)/8, $0x01ff0101ffffff01
-DATA iq2xxsSigns<>+632(SB)/8, $0xffff0101ffffffff
-DATA iq2xxsSigns<>+640(SB)/8, $0x01ff01ff01010101
-DATA iq2xxsSigns<>+648(SB)/8, $0xffff01ff010101ff
-DATA iq2xxsSigns<>+656(SB)/8, $0xffff01ff0101ff01
-DATA iq2xxsSigns<>+664(SB)/8, $0x01ff01ff0101ffff
-DATA iq2xxsSigns<>+672(SB)/8, $0xffff01ff01ff0101
-DATA iq2xxsSigns<>+680(SB)/8, $0x01ff01ff01ff01ff
-DATA iq2xxsSigns<>+688(SB)/8, $0x01ff01ff01ffff01
-DATA iq2xxsSigns<>+696(SB)/8, $0xffff01ff01ffffff
-DATA iq2xxsSigns<>+704(SB)/8, $0xffff01ffff010101
-DATA iq2xxsSigns<>+712(SB)/8, $0x01ff01ffff0101ff
-DATA iq2xxsSigns<>+720(SB)/8, $0x01ff01ffff01ff01
-DATA iq2xxsSigns<>+728(SB)/8, $0xffff01ffff01ffff
-DATA iq2xxsSigns<>+736(SB)/8, $0x01ff01ffffff0101
-DATA iq2xxsSigns<>+744(SB)/8, $0xffff01ffffff01ff
-DATA iq2xxsSigns<>+752(SB)/8, $0xffff01ffffffff01
-DATA iq2xxsSigns<>+760(SB)/8, $0x01ff01ffffffffff
-DATA iq2xxsSigns<>+768(SB)/8, $0x01ffff0101010101
-DATA iq2xxsSigns<>+776(SB)/8, $0xffffff01010101ff
-DATA iq2xxsSigns<>+784(SB)/8, $0xffffff010101ff01
-DATA iq2xxsSigns<>+792(SB)/8, $0x01ffff010101ffff
-DATA iq2xxsSigns<>+800(SB)/8, $0xffffff0101ff0101
-DATA iq2xxsSigns<>+808(SB)/8, $0x01ffff0101ff01ff
-DATA iq2xxsSigns<>+816(SB)/8, $0x01ffff0101ffff01
-DATA iq2xxsSigns<>+824(SB)/8, $0xffffff0101ffffff
-DATA iq2xxsSigns<>+832(SB)/8, $0xffffff01ff010101
-DATA iq2xxsSigns<>+840(SB)/8, $0x01ffff01ff0101ff
-DATA iq2xxsSigns<>+848(SB)/8, $0x01ffff01ff01ff01
-DATA iq2xxsSigns<>+856(SB)/8, $0xffffff01ff01ffff
-DATA iq2xxsSigns<>+864(SB)/8, $0x01ffff01ffff0101
-DATA iq2xxsSigns<>+872(SB)/8, $0xffffff01ffff01ff
-DATA iq2xxsSigns<>+880(SB)/8, $0xffffff01ffffff01
-DATA iq2xxsSigns<>+888(SB)/8, $0x01ffff01ffffffff
-DATA iq2xxsSigns<>+896(SB)/8, $0xffffffff01010101
-DATA iq2xxsSigns<>+904(SB)/8, $0x01ffffff010101ff
-DATA iq2xxsSigns<>+912(SB)/8, $0x01ffffff0101ff01
-DATA iq2xxsSigns<>+920(SB)/8, $0xffffffff0101ffff
-DATA iq2xxsSigns<>+928(SB)/8, $0x01ffffff01ff0101
-DATA iq2xxsSigns<>+936(SB)/8, $0xffffffff01ff01ff
-DATA iq2xxsSigns<>+944(SB)/8, $0xffffffff01ffff01
-DATA iq2xxsSigns<>+952(SB)/8, $0x01ffffff01ffffff
-DATA iq2xxsSigns<>+960(SB)/8, $0x01ffffffff010101
-DATA iq2xxsSigns<>+968(SB)/8, $0xffffffffff0101ff
-DATA iq2xxsSigns<>+976(SB)/8, $0xffffffffff01ff01
-DATA iq2xxsSigns<>+984(SB)/8, $0x01ffffffff01ffff
-DATA iq2xxsSigns<>+992(SB)/8, $0xffffffffffff0101
-DATA iq2xxsSigns<>+1000(SB)/8, $0x01ffffffffff01ff
-DATA iq2xxsSigns<>+1008(SB)/8, $0x01ffffffffffff01
-DATA iq2xxsSigns<>+1016(SB)/8, $0xffffffffffffffff
-GLOBL iq2xxsSigns<>(SB), RODATA|NOPTR, $1024
 
 // q2kScaleShuf holds four VPSHUFB controls. Applied to a register whose two
 // 128-bit lanes both hold eight int16 scales, control j puts scale 2j in
@@ -243,46 +110,82 @@ DATA iq2xxsScales<>+56(SB)/4, $0x001d001d
 DATA iq2xxsScales<>+60(SB)/4, $0x001f001f
 GLOBL iq2xxsScales<>(SB), RODATA|NOPTR, $64
 
+// The sign constants of IQ2EXPAND. iq2SignShift holds the VPSRLVQ
+// counts 0, 7, 14 and 21 that bring sign index j of a group to the low
+// byte of quadword j; iq2SignRepl the VPSHUFB control that copies each
+// quadword's low byte to all eight of its bytes; iq2SignBits the bit
+// masks 1, 2, …, 64 and 0 of a byte's sign among its seven index bits and
+// iq2SignTest the same with 0x80 last, which no masked byte equals;
+// iq2Ones the bytes 0x01.
+DATA iq2SignShift<>+0(SB)/8, $0
+DATA iq2SignShift<>+8(SB)/8, $7
+DATA iq2SignShift<>+16(SB)/8, $14
+DATA iq2SignShift<>+24(SB)/8, $21
+GLOBL iq2SignShift<>(SB), RODATA|NOPTR, $32
+
+DATA iq2SignRepl<>+0(SB)/8, $0x0000000000000000
+DATA iq2SignRepl<>+8(SB)/8, $0x0808080808080808
+DATA iq2SignRepl<>+16(SB)/8, $0x0000000000000000
+DATA iq2SignRepl<>+24(SB)/8, $0x0808080808080808
+GLOBL iq2SignRepl<>(SB), RODATA|NOPTR, $32
+
+DATA iq2SignBits<>+0(SB)/8, $0x0040201008040201
+DATA iq2SignBits<>+8(SB)/8, $0x0040201008040201
+DATA iq2SignBits<>+16(SB)/8, $0x0040201008040201
+DATA iq2SignBits<>+24(SB)/8, $0x0040201008040201
+GLOBL iq2SignBits<>(SB), RODATA|NOPTR, $32
+
+DATA iq2SignTest<>+0(SB)/8, $0x8040201008040201
+DATA iq2SignTest<>+8(SB)/8, $0x8040201008040201
+DATA iq2SignTest<>+16(SB)/8, $0x8040201008040201
+DATA iq2SignTest<>+24(SB)/8, $0x8040201008040201
+GLOBL iq2SignTest<>(SB), RODATA|NOPTR, $32
+
+DATA iq2Ones<>+0(SB)/8, $0x0101010101010101
+DATA iq2Ones<>+8(SB)/8, $0x0101010101010101
+DATA iq2Ones<>+16(SB)/8, $0x0101010101010101
+DATA iq2Ones<>+24(SB)/8, $0x0101010101010101
+GLOBL iq2Ones<>(SB), RODATA|NOPTR, $32
+
 // IQ2EXPAND sets Y2 to the 32 signed weights (grid magnitude times ±1) of
 // IQ2_XXS group g (elements 32g to 32g+31) of the block at SI and Y6 to the
-// group's VPMADDWD multiplier, the int16 pair (2ls+1, 2ls+1). One 64-bit
-// load brings the group's four grid indices and its sign/scale word a1;
-// the four grid rows (eight magnitude bytes each) come from the table at
-// R8 and the four sign patterns, as ±1 bytes, from the table at R9, each
-// as 64-bit loads assembled into one 256-bit register; the scale
-// multiplier comes from the table at R10. Clobbers BX, DX, Y3, Y4, Y5.
-#define IQ2EXPAND(g) \
-	MOVQ    (g*8+2)(SI), BX; \
-	MOVBLZX BL, DX; \
+// group's VPMADDWD multiplier, the int16 pair (2ls+1, 2ls+1). The four
+// grid rows (eight magnitude bytes each) come from the table at R8 by
+// their index bytes, as 64-bit loads assembled into one register. The
+// signs are decoded in vector registers, which took 13% off the
+// single-token kernel's time on AMD Zen 3 against a table of sign
+// patterns: the group's sign word a1 is broadcast, each quadword j
+// shifted by 7j and its low byte copied across it, so that byte t of
+// quadword j tests bit t of sign index j (t < 7); the eighth sign, the
+// parity of the seven, is the low bit of their count of 0xff bytes
+// (VPSADBW: 255 times the count), moved to the byte's top bit. ORing in
+// 1 leaves every byte nonzero, negative where its weight is, for
+// VPSIGNB. The scale multiplier comes from the table at R10. Shift, Repl,
+// Bits, Test, Zero and Ones are the constants above and a zero register
+// or their memory operands. Clobbers DX, Y3, Y4 and Y5.
+#define IQ2EXPAND(g, Shift, Repl, Bits, Test, Zero, Ones) \
+	MOVBLZX (g*8+2)(SI), DX; \
 	VMOVQ   (R8)(DX*8), X2; \
-	MOVBLZX BH, DX; \
+	MOVBLZX (g*8+3)(SI), DX; \
 	VPINSRQ $1, (R8)(DX*8), X2, X2; \
-	SHRQ    $16, BX; \
-	MOVBLZX BL, DX; \
+	MOVBLZX (g*8+4)(SI), DX; \
 	VMOVQ   (R8)(DX*8), X3; \
-	MOVBLZX BH, DX; \
+	MOVBLZX (g*8+5)(SI), DX; \
 	VPINSRQ $1, (R8)(DX*8), X3, X3; \
 	VINSERTI128 $1, X3, Y2, Y2; \
-	SHRQ    $16, BX; \
-	MOVL    BX, DX; \
-	ANDL    $127, DX; \
-	VMOVQ   (R9)(DX*8), X4; \
-	MOVL    BX, DX; \
-	SHRL    $7, DX; \
-	ANDL    $127, DX; \
-	VPINSRQ $1, (R9)(DX*8), X4, X4; \
-	MOVL    BX, DX; \
-	SHRL    $14, DX; \
-	ANDL    $127, DX; \
-	VMOVQ   (R9)(DX*8), X5; \
-	MOVL    BX, DX; \
-	SHRL    $21, DX; \
-	ANDL    $127, DX; \
-	VPINSRQ $1, (R9)(DX*8), X5, X5; \
-	VINSERTI128 $1, X5, Y4, Y4; \
+	VPBROADCASTD (g*8+6)(SI), Y4; \
+	VPSRLVQ Shift, Y4, Y4; \
+	VPSHUFB Repl, Y4, Y4; \
+	VPAND   Bits, Y4, Y4; \
+	VPCMPEQB Test, Y4, Y4; \
+	VPSADBW Zero, Y4, Y5; \
+	VPSLLQ  $63, Y5, Y5; \
+	VPOR    Y5, Y4, Y4; \
+	VPOR    Ones, Y4, Y4; \
 	VPSIGNB Y4, Y2, Y2; \
-	SHRL    $28, BX; \
-	VPBROADCASTD (R10)(BX*4), Y6
+	MOVBLZX (g*8+9)(SI), DX; \
+	SHRL    $4, DX; \
+	VPBROADCASTD (R10)(DX*4), Y6
 
 // IQ2APPLY adds to Yacc the integer sum of the expanded group in Y2 times
 // the Q8_K codes of group g of the block at Py, times the scale in Y6.
@@ -302,7 +205,7 @@ GLOBL iq2xxsScales<>(SB), RODATA|NOPTR, $64
 // IQ2GROUP adds to Y1 the integer sum of IQ2_XXS group g of the block at
 // SI against the Q8_K block at DI, times the group scale 2ls+1.
 #define IQ2GROUP(g) \
-	IQ2EXPAND(g); \
+	IQ2EXPAND(g, Y8, Y9, Y10, Y11, Y12, Y13); \
 	IQ2APPLY(DI, g, Y1)
 
 // func dotIQ2XXSAsm(w *byte, y *BlockQ8K, nb int) float32
@@ -311,8 +214,13 @@ TEXT ·dotIQ2XXSAsm(SB), NOSPLIT, $0-28
 	MOVQ y+8(FP), DI
 	MOVQ nb+16(FP), CX
 	LEAQ ·iq2xxsGrid(SB), R8
-	LEAQ iq2xxsSigns<>(SB), R9
 	LEAQ iq2xxsScales<>(SB), R10
+	VMOVDQU iq2SignShift<>(SB), Y8
+	VMOVDQU iq2SignRepl<>(SB), Y9
+	VMOVDQU iq2SignBits<>(SB), Y10
+	VMOVDQU iq2SignTest<>(SB), Y11
+	VPXOR   Y12, Y12, Y12
+	VMOVDQU iq2Ones<>(SB), Y13
 	VXORPS X0, X0, X0 // sumf
 
 iq2loop:
@@ -360,7 +268,7 @@ iq2loop:
 // expanded once and applied to the four activations, which is where the
 // four-token kernel saves its time.
 #define IQ2X4GROUP(g) \
-	IQ2EXPAND(g); \
+	IQ2EXPAND(g, iq2SignShift<>(SB), iq2SignRepl<>(SB), iq2SignBits<>(SB), iq2SignTest<>(SB), Y0, Y1); \
 	IQ2APPLY(DI, g, Y8); \
 	IQ2APPLY(R11, g, Y9); \
 	IQ2APPLY(R12, g, Y10); \
@@ -391,8 +299,9 @@ TEXT ·dotIQ2XXSx4Asm(SB), NOSPLIT, $0-56
 	MOVQ y3+32(FP), R13
 	MOVQ nb+40(FP), CX
 	LEAQ ·iq2xxsGrid(SB), R8
-	LEAQ iq2xxsSigns<>(SB), R9
 	LEAQ iq2xxsScales<>(SB), R10
+	VPXOR   Y0, Y0, Y0
+	VMOVDQU iq2Ones<>(SB), Y1
 	VXORPS X12, X12, X12 // sumf of each token
 	VXORPS X13, X13, X13
 	VXORPS X14, X14, X14
