@@ -117,35 +117,35 @@ GLOBL iq2xxsScales<>(SB), RODATA|NOPTR, $64
 // masks 1, 2, …, 64 and 0 of a byte's sign among its seven index bits and
 // iq2SignTest the same with 0x80 last, which no masked byte equals;
 // iq2Ones the bytes 0x01.
-DATA iq2SignShift<>+0(SB)/8, $0
-DATA iq2SignShift<>+8(SB)/8, $7
-DATA iq2SignShift<>+16(SB)/8, $14
-DATA iq2SignShift<>+24(SB)/8, $21
-GLOBL iq2SignShift<>(SB), RODATA|NOPTR, $32
+DATA ·iq2SignShift+0(SB)/8, $0
+DATA ·iq2SignShift+8(SB)/8, $7
+DATA ·iq2SignShift+16(SB)/8, $14
+DATA ·iq2SignShift+24(SB)/8, $21
+GLOBL ·iq2SignShift(SB), RODATA|NOPTR, $32
 
-DATA iq2SignRepl<>+0(SB)/8, $0x0000000000000000
-DATA iq2SignRepl<>+8(SB)/8, $0x0808080808080808
-DATA iq2SignRepl<>+16(SB)/8, $0x0000000000000000
-DATA iq2SignRepl<>+24(SB)/8, $0x0808080808080808
-GLOBL iq2SignRepl<>(SB), RODATA|NOPTR, $32
+DATA ·iq2SignRepl+0(SB)/8, $0x0000000000000000
+DATA ·iq2SignRepl+8(SB)/8, $0x0808080808080808
+DATA ·iq2SignRepl+16(SB)/8, $0x0000000000000000
+DATA ·iq2SignRepl+24(SB)/8, $0x0808080808080808
+GLOBL ·iq2SignRepl(SB), RODATA|NOPTR, $32
 
-DATA iq2SignBits<>+0(SB)/8, $0x0040201008040201
-DATA iq2SignBits<>+8(SB)/8, $0x0040201008040201
-DATA iq2SignBits<>+16(SB)/8, $0x0040201008040201
-DATA iq2SignBits<>+24(SB)/8, $0x0040201008040201
-GLOBL iq2SignBits<>(SB), RODATA|NOPTR, $32
+DATA ·iq2SignBits+0(SB)/8, $0x0040201008040201
+DATA ·iq2SignBits+8(SB)/8, $0x0040201008040201
+DATA ·iq2SignBits+16(SB)/8, $0x0040201008040201
+DATA ·iq2SignBits+24(SB)/8, $0x0040201008040201
+GLOBL ·iq2SignBits(SB), RODATA|NOPTR, $32
 
-DATA iq2SignTest<>+0(SB)/8, $0x8040201008040201
-DATA iq2SignTest<>+8(SB)/8, $0x8040201008040201
-DATA iq2SignTest<>+16(SB)/8, $0x8040201008040201
-DATA iq2SignTest<>+24(SB)/8, $0x8040201008040201
-GLOBL iq2SignTest<>(SB), RODATA|NOPTR, $32
+DATA ·iq2SignTest+0(SB)/8, $0x8040201008040201
+DATA ·iq2SignTest+8(SB)/8, $0x8040201008040201
+DATA ·iq2SignTest+16(SB)/8, $0x8040201008040201
+DATA ·iq2SignTest+24(SB)/8, $0x8040201008040201
+GLOBL ·iq2SignTest(SB), RODATA|NOPTR, $32
 
-DATA iq2Ones<>+0(SB)/8, $0x0101010101010101
-DATA iq2Ones<>+8(SB)/8, $0x0101010101010101
-DATA iq2Ones<>+16(SB)/8, $0x0101010101010101
-DATA iq2Ones<>+24(SB)/8, $0x0101010101010101
-GLOBL iq2Ones<>(SB), RODATA|NOPTR, $32
+DATA ·iq2Ones+0(SB)/8, $0x0101010101010101
+DATA ·iq2Ones+8(SB)/8, $0x0101010101010101
+DATA ·iq2Ones+16(SB)/8, $0x0101010101010101
+DATA ·iq2Ones+24(SB)/8, $0x0101010101010101
+GLOBL ·iq2Ones(SB), RODATA|NOPTR, $32
 
 // IQ2EXPAND sets Y2 to the 32 signed weights (grid magnitude times ±1) of
 // IQ2_XXS group g (elements 32g to 32g+31) of the block at SI and Y6 to the
@@ -215,12 +215,12 @@ TEXT ·dotIQ2XXSAsm(SB), NOSPLIT, $0-28
 	MOVQ nb+16(FP), CX
 	LEAQ ·iq2xxsGrid(SB), R8
 	LEAQ iq2xxsScales<>(SB), R10
-	VMOVDQU iq2SignShift<>(SB), Y8
-	VMOVDQU iq2SignRepl<>(SB), Y9
-	VMOVDQU iq2SignBits<>(SB), Y10
-	VMOVDQU iq2SignTest<>(SB), Y11
+	VMOVDQU ·iq2SignShift(SB), Y8
+	VMOVDQU ·iq2SignRepl(SB), Y9
+	VMOVDQU ·iq2SignBits(SB), Y10
+	VMOVDQU ·iq2SignTest(SB), Y11
 	VPXOR   Y12, Y12, Y12
-	VMOVDQU iq2Ones<>(SB), Y13
+	VMOVDQU ·iq2Ones(SB), Y13
 	VXORPS X0, X0, X0 // sumf
 
 iq2loop:
@@ -268,7 +268,7 @@ iq2loop:
 // expanded once and applied to the four activations, which is where the
 // four-token kernel saves its time.
 #define IQ2X4GROUP(g) \
-	IQ2EXPAND(g, iq2SignShift<>(SB), iq2SignRepl<>(SB), iq2SignBits<>(SB), iq2SignTest<>(SB), Y0, Y1); \
+	IQ2EXPAND(g, ·iq2SignShift(SB), ·iq2SignRepl(SB), ·iq2SignBits(SB), ·iq2SignTest(SB), Y0, Y1); \
 	IQ2APPLY(DI, g, Y8); \
 	IQ2APPLY(R11, g, Y9); \
 	IQ2APPLY(R12, g, Y10); \
@@ -301,7 +301,7 @@ TEXT ·dotIQ2XXSx4Asm(SB), NOSPLIT, $0-56
 	LEAQ ·iq2xxsGrid(SB), R8
 	LEAQ iq2xxsScales<>(SB), R10
 	VPXOR   Y0, Y0, Y0
-	VMOVDQU iq2Ones<>(SB), Y1
+	VMOVDQU ·iq2Ones(SB), Y1
 	VXORPS X12, X12, X12 // sumf of each token
 	VXORPS X13, X13, X13
 	VXORPS X14, X14, X14

@@ -10,9 +10,9 @@ import (
 )
 
 // TestKernelSetsByLevel checks which sets each level of x86 extensions
-// gets, and that the avx512vnni set takes from AVX-512 only the kernels
-// that need no VBMI, GFNI or BITALG: a Cascade Lake CPU must not be handed
-// an instruction it lacks. Only the names and the functions picked are
+// gets, that the avx512vnni set takes from AVX-512 only the kernels that
+// need no VBMI, GFNI or BITALG (a Cascade Lake CPU must not be handed an
+// instruction it lacks), and which tile kernels the avx2 set has. Only the names and the functions picked are
 // checked here, so every level is covered whatever this CPU has.
 func TestKernelSetsByLevel(t *testing.T) {
 	names := func(sets []Kernels) []string {
@@ -45,8 +45,16 @@ func TestKernelSetsByLevel(t *testing.T) {
 	require.True(t, same(vnni.Q2Kx4, dotQ2Kx4AVX2), "the AVX-512 Q2_K four-token kernel needs VBMI")
 	require.True(t, same(vnni.IQ2XXS, dotIQ2XXSAVX2), "the AVX-512 IQ2_XXS kernels need VBMI, GFNI and BITALG")
 	require.True(t, same(vnni.IQ2XXSx4, dotIQ2XXSx4AVX2))
-	require.Nil(t, vnni.PackIQ2XXSTile)
-	require.Nil(t, vnni.IQ2XXSTile)
+	require.True(t, same(vnni.PackIQ2XXSTile, packIQ2XXSTileAVX2), "the AVX-512 IQ2_XXS tile kernels need VBMI and GFNI")
+	require.True(t, same(vnni.IQ2XXSTile, iq2xxsTileAVX2))
+
+	avx2 := kernelSets(cpuLevels{avx2: true})[0]
+	require.True(t, same(avx2.PackQ8_0Tile, packQ8_0TileAVX2))
+	require.True(t, same(avx2.Q8_0Tile, q8_0TileAVX2))
+	require.True(t, same(avx2.PackIQ2XXSTile, packIQ2XXSTileAVX2))
+	require.True(t, same(avx2.IQ2XXSTile, iq2xxsTileAVX2))
+	require.Nil(t, avx2.PackQ2KTile, "the Q2_K tile kernels need AVX-512")
+	require.Nil(t, avx2.Q2KTile)
 }
 
 // hasKernelSet reports whether this CPU runs the vector kernel set of the

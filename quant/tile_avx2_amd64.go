@@ -2,12 +2,13 @@
 
 package quant
 
-// The AVX2 Q8_0 tile kernels: the pack into tile.go's layout and the
-// products of packed tiles with many tokens, for CPUs without AVX-512
-// such as AMD Zen 2 and 3 and Intel's client cores. The assembly bodies
-// (tile_q8_avx2_amd64.s) take eight rows and up to four tokens at a time;
-// every result is that of the vector row kernels bit for bit, in the order
-// q8_0TileAVX512 describes.
+// The AVX2 tile kernels of Q8_0 and IQ2_XXS weights: the packs into the
+// layouts of tile.go and tile_iq2.go and the products of packed tiles with
+// many tokens, for CPUs without AVX-512 such as AMD Zen 2 and 3 and
+// Intel's client cores. The assembly bodies (tile_avx2_amd64.s) take eight
+// rows, one half of the tile, and a group of tokens at a time; every
+// result is that of the vector row kernels bit for bit: for Q8_0 in the
+// order q8_0TileAVX512 describes, for IQ2_XXS in DotIQ2XXS's.
 
 // packQ8_0TileAVX2 is the AVX2 form of Kernels.PackQ8_0Tile.
 func packQ8_0TileAVX2(dst, w []byte, rowBytes int) {
@@ -108,3 +109,77 @@ func prefetchQ8_0(x *BlockQ8_0, n int)
 //
 //go:noescape
 func packQ8_0TileAVX2Asm(dst, w *byte, rowBytes, nb int)
+
+// packIQ2XXSTileAVX2 is the AVX2 form of Kernels.PackIQ2XXSTile.
+func packIQ2XXSTileAVX2(dst, w []byte, rowBytes int) {
+	if nb := checkPackIQ2XXSTile(dst, w, rowBytes); nb > 0 {
+		packIQ2XXSTileAVX2Asm(&dst[0], &w[0], rowBytes, nb)
+	}
+}
+
+// iq2xxsTileAVX2 is the AVX2 form of Kernels.IQ2XXSTile. Each token's
+// blocks are added in order into one float32 sum per row, as DotIQ2XXS
+// adds them.
+func iq2xxsTileAVX2(tile []byte, y []BlockQ8K, n int, out []float32) {
+	nb := checkIQ2XXSTile(tile, y, n, out)
+	out = out[:n*Q8_0TileRows]
+	if nb == 0 {
+		clear(out)
+		return
+	}
+	// Eight tokens, then at most one group each of 4, 2 and 1; each group
+	// runs on the two halves of the tile in turn.
+	for t := 0; t < n; {
+		g := 8
+		for g > n-t {
+			g /= 2
+		}
+		for h := range 2 {
+			iq2xxsTileGroupAVX2(g, &tile[32*h], &y[t*nb], nb, &out[t*Q8_0TileRows+8*h])
+		}
+		t += g
+	}
+}
+
+// iq2xxsTileGroupAVX2 runs the kernel for g = 8, 4, 2 or 1 tokens.
+func iq2xxsTileGroupAVX2(g int, tile *byte, y *BlockQ8K, nb int, out *float32) {
+	switch g {
+	case 8:
+		iq2xxsTile8AVX2(tile, y, nb, out)
+	case 4:
+		iq2xxsTile4AVX2(tile, y, nb, out)
+	case 2:
+		iq2xxsTile2AVX2(tile, y, nb, out)
+	default:
+		iq2xxsTile1AVX2(tile, y, nb, out)
+	}
+}
+
+// packIQ2XXSTileAVX2Asm packs the 16 IQ2_XXS rows of nb > 0 blocks at w,
+// rowBytes apart, into dst.
+//
+//go:noescape
+func packIQ2XXSTileAVX2Asm(dst, w *byte, rowBytes, nb int)
+
+// iq2xxsTile8AVX2 sets out[16t+i], for tokens t < 8 and the eight rows
+// i < 8 of the half of the packed tile that tile points into (its first
+// code vector's bytes 0 or 32), to the IQ2_XXS dot of the row with token
+// t's nb > 0 activation blocks at y+t·nb.
+//
+//go:noescape
+func iq2xxsTile8AVX2(tile *byte, y *BlockQ8K, nb int, out *float32)
+
+// iq2xxsTile4AVX2 is iq2xxsTile8AVX2 for four tokens.
+//
+//go:noescape
+func iq2xxsTile4AVX2(tile *byte, y *BlockQ8K, nb int, out *float32)
+
+// iq2xxsTile2AVX2 is iq2xxsTile8AVX2 for two tokens.
+//
+//go:noescape
+func iq2xxsTile2AVX2(tile *byte, y *BlockQ8K, nb int, out *float32)
+
+// iq2xxsTile1AVX2 is iq2xxsTile8AVX2 for one token.
+//
+//go:noescape
+func iq2xxsTile1AVX2(tile *byte, y *BlockQ8K, nb int, out *float32)

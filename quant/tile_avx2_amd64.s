@@ -1,0 +1,693 @@
+//go:build amd64 && !purego
+
+#include "go_asm.h"
+#include "textflag.h"
+
+// The AVX2 bodies of the tile kernels of tile_avx2_amd64.go. First Q8_0:
+// the products of eight rows of a packed tile (tile.go's layout, one half
+// of each 64-byte code vector) with groups of 4, 2 or 1 tokens, and the
+// pack. IQ2_XXS follows.
+//
+// Why the products are exact. AVX2 has no VPDPBUSD, and its byte multiply,
+// VPMADDUBSW, saturates each sum of two products at 16 bits, which the
+// biased codes (0..255) times activation codes (-128..127) overflow. So the
+// kernels use VPMADDWD, which multiplies 16-bit pairs and adds adjacent
+// products into exact int32 lanes. A row's four codes, zero-extended
+// (VPMOVZXBW), fill two lanes; the token's four codes, broadcast, are
+// interleaved with zero bytes (VPUNPCKLBW), which makes each the high byte
+// of a word: x·256, sign and all, so every lane sums 256·Σ(w+128)·x, at
+// most 2·255·128·256 < 2^31 in magnitude, and a shift right by 8 at the
+// end of the block is exact. (Sign-extending with VPMOVSXBW instead costs
+// as much as the rest of a token's work on AMD Zen 3.) One VPHADDD and one
+// VPERMQ then leave the eight rows' sums in order, and from there the
+// block term is that of the AVX-512 kernels (tile_amd64.s): Σ(w+128)·x -
+// 128·Σx = Σw·x, converted, times (scale·d_x), added to the token's sum,
+// with DotQ8_0's roundings.
+//
+// Why they are fast. The rows are the lanes, so a block needs no
+// reduction per row but the one VPHADDD, and the widened code vector half
+// serves every token of the group: a token's four codes cost a broadcast,
+// an unpack, two VPMADDWD and two VPADDD for 32 multiply-adds. On Zen 3
+// they run at about 1.4 times the four-token row kernel (dotQ8_0x4AVX2)
+// in cache, the pack included, from 16 tokens up.
+
+// Register use: SI points at the current packed block's half (codes at
+// 64k, scales at 512), DI and R8 at the current activation block of tokens
+// 0 and 2 (tokens 1 and 3 are DX = 36·nb further), R10 and R11 at their
+// code sums (BX = 4·nb apart); R12, R13 and R9 are the steps from one block
+// to the next in the tile, x and sums; CX counts the blocks left and AX
+// points at acc, where the tokens' sums stay (64 bytes apart). Y8 and Y9
+// hold the widened codes of rows 0..3 and 4..7, Y10 a token's codes, Y11 a
+// product and Y15 zero; token t sums its block in Y(2t) (rows 0..3) and
+// Y(2t+1) (rows 4..7).
+
+#define PROLOGUE \
+	MOVQ   tile+0(FP), SI \
+	MOVQ   x+8(FP), DI \
+	MOVQ   sums+16(FP), R10 \
+	MOVQ   nb+24(FP), DX \
+	LEAQ   (DX*4), BX \
+	IMUL3Q $36, DX, DX \
+	MOVQ   stride+40(FP), AX \
+	IMUL3Q $576, AX, R12 \
+	IMUL3Q $36, AX, R13 \
+	LEAQ   (AX*4), R9 \
+	LEAQ   (DI)(DX*2), R8 \
+	LEAQ   (R10)(BX*2), R11 \
+	MOVQ   count+32(FP), CX \
+	MOVQ   acc+48(FP), AX
+
+// WIDEN loads code vector k's half, rows 0..3 to Y8 and 4..7 to Y9.
+#define WIDEN(k) \
+	VPMOVZXBW (64*k)(SI), Y8 \
+	VPMOVZXBW (64*k+16)(SI), Y9
+
+// FIRST sets A and B to 256 times the products of the widened codes with
+// the token's codes 4k..4k+3 at M; NEXT adds them.
+#define FIRST(k, M, A, B) \
+	VPBROADCASTD (4+4*k)M, Y10 \
+	VPUNPCKLBW   Y10, Y15, Y10 \
+	VPMADDWD     Y8, Y10, A \
+	VPMADDWD     Y9, Y10, B
+
+#define NEXT(k, M, A, B) \
+	VPBROADCASTD (4+4*k)M, Y10 \
+	VPUNPCKLBW   Y10, Y15, Y10 \
+	VPMADDWD     Y8, Y10, Y11 \
+	VPADDD       Y11, A, A \
+	VPMADDWD     Y9, Y10, Y11 \
+	VPADDD       Y11, B, B
+
+// TERM finishes the block for one token whose activation block is at XM
+// and code sum at SM: A and B (the lanes of rows 0..3 and 4..7, two per
+// row) become the eight rows' Σ(w+128)·x in order, less 128·Σx, converted
+// and times (scale·d_x), with DotQ8_0's roundings, added to the sums at F.
+#define TERM(XM, SM, A, B, F) \
+	VPHADDD      B, A, A \
+	VPERMQ       $0xd8, A, A \
+	VPSRAD       $8, A, A \
+	VPBROADCASTD SM, B \
+	VPSLLD       $7, B, B \
+	VPSUBD       B, A, A \
+	VCVTDQ2PS    A, A \
+	VBROADCASTSS XM, B \
+	VMULPS       512(SI), B, B \
+	VMULPS       A, B, B \
+	VADDPS       F, B, B \
+	VMOVUPS      B, F
+
+// STEP moves to the next block.
+#define STEP \
+	ADDQ R12, SI \
+	ADDQ R13, DI \
+	ADDQ R13, R8 \
+	ADDQ R9, R10 \
+	ADDQ R9, R11
+
+// K4, K2 and K1 widen code vector k's half and apply it to four, two or
+// one tokens, whose codes are at (DI), (DI)(DX*1), (R8) and (R8)(DX*1), OP
+// being FIRST or NEXT.
+#define K4(k, OP) \
+	WIDEN(k) \
+	OP(k, (DI), Y0, Y1) \
+	OP(k, (DI)(DX*1), Y2, Y3) \
+	OP(k, (R8), Y4, Y5) \
+	OP(k, (R8)(DX*1), Y6, Y7)
+
+#define K2(k, OP) \
+	WIDEN(k) \
+	OP(k, (DI), Y0, Y1) \
+	OP(k, (DI)(DX*1), Y2, Y3)
+
+#define K1(k, OP) \
+	WIDEN(k) \
+	OP(k, (DI), Y0, Y1)
+
+// BLOCK forms a block's sums for the tokens of Kn.
+#define BLOCK(Kn) \
+	Kn(0, FIRST) \
+	Kn(1, NEXT) \
+	Kn(2, NEXT) \
+	Kn(3, NEXT) \
+	Kn(4, NEXT) \
+	Kn(5, NEXT) \
+	Kn(6, NEXT) \
+	Kn(7, NEXT)
+
+// The AVX2 IQ2_XXS tile kernels of tile_avx2_amd64.go: the pack of 16
+// IQ2_XXS rows into the layout tile_iq2.go describes, and the products of
+// eight rows of a packed tile with groups of 8, 4, 2 or 1 tokens.
+//
+// Why the products are exact. The packed weights are w+64, 21..107, so
+// VPMADDUBSW (unsigned weights times signed activation codes, adjacent
+// products summed to int16) cannot saturate: a pair is at most 2·107·128 in
+// magnitude. VPMADDWD by the rows' multipliers 2ls+1, as int16 pairs,
+// widens each to int32 and scales it, and the group's bias term,
+// 64·(2ls+1)·(Bsums[2g]+Bsums[2g+1]), is one VPMADDWD of the broadcast
+// Bsums pair by the multipliers times 64. So each token's int32 lanes, the
+// eight rows, sum exactly Σg (2ls+1)·Σw·q: DotIQ2XXS's bsum. Then, as
+// there, float32(bsum), (f16(d)·D) and that times float32(bsum) are each
+// rounded to float32, added to the token's sum block by block in order,
+// and the sum is multiplied by 0.125.
+//
+// Why they are fast. The grid lookups and sign decoding are done once per
+// tile, by the pack, not once per four tokens as in the row kernels, and a
+// token's four codes of eight rows cost a broadcast, a VPMADDUBSW, a
+// VPMADDWD and a VPADDD, the code vector half serving every token of the
+// group.
+
+// Register use of the products: SI points at the current packed block's
+// half (group g's code vectors at 576g+64k, its multipliers at 576g+512,
+// the scales at 4608), DI, R8 and R9 at the current activation block of
+// tokens 0, 3 and 6 (the others are DX = 292·nb apart), CX counts the
+// blocks left and AX points at out, where the tokens' float32 sums stay
+// (64 bytes apart). Y0..Y7 hold the tokens' block sums bsum, Y8 a code
+// vector half, Y9 a token's broadcast codes, Y10 a product, Y11 the
+// group's multipliers as int16 pairs and Y12 those times 64; Y13 is
+// scratch.
+
+// IQ2T_MULT loads group g's multipliers to Y11 and Y12.
+#define IQ2T_MULT(g) \
+	VMOVDQU (576*g+512)(SI), Y11 \
+	VPSLLD  $16, Y11, Y12 \
+	VPOR    Y12, Y11, Y11 \
+	VPSLLW  $6, Y11, Y12
+
+// IQ2T_BIAS takes group g's bias term of the token at M from its sum A.
+#define IQ2T_BIAS(g, M, A) \
+	VPBROADCASTD (BlockQ8K_Bsums+4*g)M, Y9 \
+	VPMADDWD     Y12, Y9, Y10 \
+	VPSUBD       Y10, A, A
+
+// IQ2T_DOT adds to A the products of code vector k of group g, in Y8,
+// with the token's codes 32g+4k..32g+4k+3 at M, times the multipliers.
+#define IQ2T_DOT(g, k, M, A) \
+	VPBROADCASTD (BlockQ8K_Qs+32*g+4*k)M, Y9 \
+	VPMADDUBSW   Y9, Y8, Y10 \
+	VPMADDWD     Y11, Y10, Y10 \
+	VPADDD       Y10, A, A
+
+// The tokens of a group: T8, T4, T2 and T1 apply OP(g, [k,] M, A) to each.
+#define IQ2T_T8(OP, g, k) \
+	IQ2T_T4(OP, g, k) \
+	OP(g, k, (DI)(DX*4), Y4) \
+	OP(g, k, (R8)(DX*2), Y5) \
+	OP(g, k, (R9), Y6) \
+	OP(g, k, (R9)(DX*1), Y7)
+
+#define IQ2T_T4(OP, g, k) \
+	IQ2T_T2(OP, g, k) \
+	OP(g, k, (DI)(DX*2), Y2) \
+	OP(g, k, (R8), Y3)
+
+#define IQ2T_T2(OP, g, k) \
+	IQ2T_T1(OP, g, k) \
+	OP(g, k, (DI)(DX*1), Y1)
+
+#define IQ2T_T1(OP, g, k) \
+	OP(g, k, (DI), Y0)
+
+// IQ2T_BIASK drops IQ2T_T*'s k for IQ2T_BIAS.
+#define IQ2T_BIASK(g, k, M, A) IQ2T_BIAS(g, M, A)
+
+// IQ2T_GROUP adds group g of the packed block to the block sums of the
+// tokens of Tn.
+#define IQ2T_GROUP(Tn, g) \
+	IQ2T_MULT(g) \
+	Tn(IQ2T_BIASK, g, 0) \
+	VMOVDQU (576*g)(SI), Y8 \
+	Tn(IQ2T_DOT, g, 0) \
+	VMOVDQU (576*g+64)(SI), Y8 \
+	Tn(IQ2T_DOT, g, 1) \
+	VMOVDQU (576*g+128)(SI), Y8 \
+	Tn(IQ2T_DOT, g, 2) \
+	VMOVDQU (576*g+192)(SI), Y8 \
+	Tn(IQ2T_DOT, g, 3) \
+	VMOVDQU (576*g+256)(SI), Y8 \
+	Tn(IQ2T_DOT, g, 4) \
+	VMOVDQU (576*g+320)(SI), Y8 \
+	Tn(IQ2T_DOT, g, 5) \
+	VMOVDQU (576*g+384)(SI), Y8 \
+	Tn(IQ2T_DOT, g, 6) \
+	VMOVDQU (576*g+448)(SI), Y8 \
+	Tn(IQ2T_DOT, g, 7)
+
+// IQ2T_TERM adds the block's term ((row scales)·D)·float32(A) to the sum
+// at off(AX) of the token at M and clears A.
+#define IQ2T_TERM(off, M, A) \
+	VCVTDQ2PS    A, A \
+	VBROADCASTSS M, Y13 \
+	VMULPS       4608(SI), Y13, Y13 \
+	VMULPS       A, Y13, Y13 \
+	VADDPS       off(AX), Y13, Y13 \
+	VMOVUPS      Y13, off(AX) \
+	VPXOR        A, A, A
+
+// IQ2T_TERMS, IQ2T_ZERO and IQ2T_EIGHTH finish a block, clear and scale
+// by 0.125 the sums of tokens 0..n-1 (n = 8, 4, 2, 1).
+#define IQ2T_TERMS8 \
+	IQ2T_TERMS4 \
+	IQ2T_TERM(256, (DI)(DX*4), Y4) \
+	IQ2T_TERM(320, (R8)(DX*2), Y5) \
+	IQ2T_TERM(384, (R9), Y6) \
+	IQ2T_TERM(448, (R9)(DX*1), Y7)
+
+#define IQ2T_TERMS4 \
+	IQ2T_TERMS2 \
+	IQ2T_TERM(128, (DI)(DX*2), Y2) \
+	IQ2T_TERM(192, (R8), Y3)
+
+#define IQ2T_TERMS2 \
+	IQ2T_TERMS1 \
+	IQ2T_TERM(64, (DI)(DX*1), Y1)
+
+#define IQ2T_TERMS1 \
+	IQ2T_TERM(0, (DI), Y0)
+
+// IQ2T_PROLOGUE loads the arguments and sets DX, R8 and R9.
+#define IQ2T_PROLOGUE \
+	MOVQ   tile+0(FP), SI \
+	MOVQ   y+8(FP), DI \
+	MOVQ   nb+16(FP), CX \
+	IMUL3Q $BlockQ8K__size, CX, DX \
+	LEAQ   (DI)(DX*2), R8 \
+	ADDQ   DX, R8 \
+	LEAQ   (R8)(DX*2), R9 \
+	ADDQ   DX, R9 \
+	MOVQ   out+24(FP), AX
+
+// IQ2T_ZEROn clears the block sums and float32 sums of tokens 0..n-1.
+#define IQ2T_ZERO8 \
+	IQ2T_ZERO4 \
+	VPXOR   Y4, Y4, Y4 \
+	VPXOR   Y5, Y5, Y5 \
+	VPXOR   Y6, Y6, Y6 \
+	VPXOR   Y7, Y7, Y7 \
+	VMOVUPS Y0, 256(AX) \
+	VMOVUPS Y0, 320(AX) \
+	VMOVUPS Y0, 384(AX) \
+	VMOVUPS Y0, 448(AX)
+
+#define IQ2T_ZERO4 \
+	IQ2T_ZERO2 \
+	VPXOR   Y2, Y2, Y2 \
+	VPXOR   Y3, Y3, Y3 \
+	VMOVUPS Y0, 128(AX) \
+	VMOVUPS Y0, 192(AX)
+
+#define IQ2T_ZERO2 \
+	IQ2T_ZERO1 \
+	VPXOR   Y1, Y1, Y1 \
+	VMOVUPS Y0, 64(AX)
+
+#define IQ2T_ZERO1 \
+	VPXOR   Y0, Y0, Y0 \
+	VMOVUPS Y0, 0(AX)
+
+// IQ2T_BLOCK adds one packed block to the tokens of Tn, finishes it with
+// TERMSn and moves to the next.
+#define IQ2T_BLOCK(Tn, TERMSn) \
+	IQ2T_GROUP(Tn, 0) \
+	IQ2T_GROUP(Tn, 1) \
+	IQ2T_GROUP(Tn, 2) \
+	IQ2T_GROUP(Tn, 3) \
+	IQ2T_GROUP(Tn, 4) \
+	IQ2T_GROUP(Tn, 5) \
+	IQ2T_GROUP(Tn, 6) \
+	IQ2T_GROUP(Tn, 7) \
+	TERMSn \
+	ADDQ $const_iq2xxsTileBlockBytes, SI \
+	ADDQ $BlockQ8K__size, DI \
+	ADDQ $BlockQ8K__size, R8 \
+	ADDQ $BlockQ8K__size, R9
+
+// IQ2T_EIGHTHn multiplies the sums of tokens 0..n-1 by 0.125, in Y13.
+#define IQ2T_EIGHTH(off) \
+	VMULPS  off(AX), Y13, Y0 \
+	VMOVUPS Y0, off(AX)
+
+#define IQ2T_EIGHTH8 \
+	IQ2T_EIGHTH4 \
+	IQ2T_EIGHTH(256) \
+	IQ2T_EIGHTH(320) \
+	IQ2T_EIGHTH(384) \
+	IQ2T_EIGHTH(448)
+
+#define IQ2T_EIGHTH4 \
+	IQ2T_EIGHTH2 \
+	IQ2T_EIGHTH(128) \
+	IQ2T_EIGHTH(192)
+
+#define IQ2T_EIGHTH2 \
+	IQ2T_EIGHTH1 \
+	IQ2T_EIGHTH(64)
+
+#define IQ2T_EIGHTH1 \
+	MOVL         $0x3e000000, BX \
+	VMOVD        BX, X13 \
+	VBROADCASTSS X13, Y13 \
+	IQ2T_EIGHTH(0)
+
+// func q8_0Tile4AVX2(tile *byte, x *BlockQ8_0, sums *int32, nb, count, stride int, acc *float32)
+TEXT ·q8_0Tile4AVX2(SB), NOSPLIT, $0-56
+	PROLOGUE
+	VPXOR   Y15, Y15, Y15
+
+loop4:
+	BLOCK(K4)
+	TERM((DI), (R10), Y0, Y1, 0(AX))
+	TERM((DI)(DX*1), (R10)(BX*1), Y2, Y3, 64(AX))
+	TERM((R8), (R11), Y4, Y5, 128(AX))
+	TERM((R8)(DX*1), (R11)(BX*1), Y6, Y7, 192(AX))
+	STEP
+	DECQ CX
+	JNZ  loop4
+
+	VZEROUPPER
+	RET
+
+// func q8_0Tile2AVX2(tile *byte, x *BlockQ8_0, sums *int32, nb, count, stride int, acc *float32)
+TEXT ·q8_0Tile2AVX2(SB), NOSPLIT, $0-56
+	PROLOGUE
+	VPXOR   Y15, Y15, Y15
+
+loop2:
+	BLOCK(K2)
+	TERM((DI), (R10), Y0, Y1, 0(AX))
+	TERM((DI)(DX*1), (R10)(BX*1), Y2, Y3, 64(AX))
+	STEP
+	DECQ CX
+	JNZ  loop2
+
+	VZEROUPPER
+	RET
+
+// func q8_0Tile1AVX2(tile *byte, x *BlockQ8_0, sums *int32, nb, count, stride int, acc *float32)
+TEXT ·q8_0Tile1AVX2(SB), NOSPLIT, $0-56
+	PROLOGUE
+	VPXOR   Y15, Y15, Y15
+
+loop1:
+	BLOCK(K1)
+	TERM((DI), (R10), Y0, Y1, 0(AX))
+	STEP
+	DECQ CX
+	JNZ  loop1
+
+	VZEROUPPER
+	RET
+
+// func prefetchQ8_0(x *BlockQ8_0, n int)
+// One PREFETCHT0 per 64 bytes of the n > 0 blocks at x.
+TEXT ·prefetchQ8_0(SB), NOSPLIT, $0-16
+	MOVQ   x+0(FP), SI
+	MOVQ   n+8(FP), CX
+	IMUL3Q $36, CX, CX
+	ADDQ   SI, CX
+
+pf:
+	PREFETCHT0 (SI)
+	ADDQ       $64, SI
+	CMPQ       SI, CX
+	JLT        pf
+	RET
+
+DATA q8TileBias<>+0(SB)/4, $0x80808080
+GLOBL q8TileBias<>(SB), RODATA|NOPTR, $4
+
+// TRANSPOSE4 turns the code vectors of four rows in Ra..Rd (dword j: codes
+// 4j..4j+3) into four registers holding, per 128-bit lane, the four rows'
+// dword j (low lane) and j+4 (high lane): j = 0 in Ra, 1 in Rb, 2 in Rc,
+// 3 in Rd. T0..T3 are scratch.
+#define TRANSPOSE4(Ra, Rb, Rc, Rd, T0, T1, T2, T3) \
+	VPUNPCKLDQ  Rb, Ra, T0 \
+	VPUNPCKHDQ  Rb, Ra, T1 \
+	VPUNPCKLDQ  Rd, Rc, T2 \
+	VPUNPCKHDQ  Rd, Rc, T3 \
+	VPUNPCKLQDQ T2, T0, Ra \
+	VPUNPCKHQDQ T2, T0, Rb \
+	VPUNPCKLQDQ T3, T1, Rc \
+	VPUNPCKHQDQ T3, T1, Rd
+
+// STOREK stores code vector halves j and j+4 of the eight rows, rows 0..3
+// of each in Lo's lanes and rows 4..7 in Hi's, biased.
+#define STOREK(j, Lo, Hi, T) \
+	VPERM2I128 $0x20, Hi, Lo, T \
+	VPXOR      Y15, T, T \
+	VMOVDQU    T, (64*j)(DI) \
+	VPERM2I128 $0x31, Hi, Lo, T \
+	VPXOR      Y15, T, T \
+	VMOVDQU    T, (64*j+256)(DI)
+
+// func packQ8_0TileAVX2Asm(dst, w *byte, rowBytes, nb int)
+//
+// Packs eight rows at a time: rows 0..7 into the low 32 bytes of each code
+// vector and the first eight scales, then rows 8..15 into the high ones.
+// Per block the eight rows' 32 codes are an 8×8 matrix of dwords, which
+// two rounds of unpacks and one of 128-bit permutes transpose into the
+// eight code vector halves. The scales are gathered as f16 words and
+// converted eight at a time.
+TEXT ·packQ8_0TileAVX2Asm(SB), NOSPLIT, $0-32
+	MOVQ         w+8(FP), R10
+	MOVQ         rowBytes+16(FP), BX
+	VPBROADCASTD q8TileBias<>(SB), Y15
+	XORQ         R11, R11 // half: 0 or 32
+
+half:
+	MOVQ dst+0(FP), DI
+	ADDQ R11, DI
+	MOVQ R10, SI
+	LEAQ (SI)(BX*2), R8
+	ADDQ BX, R8       // row 3
+	LEAQ (R8)(BX*2), R9
+	ADDQ BX, R9       // row 6
+	MOVQ nb+24(FP), CX
+
+block:
+	VMOVDQU 2(SI), Y0
+	VMOVDQU 2(SI)(BX*1), Y1
+	VMOVDQU 2(SI)(BX*2), Y2
+	VMOVDQU 2(R8), Y3
+	VMOVDQU 2(SI)(BX*4), Y4
+	VMOVDQU 2(R8)(BX*2), Y5
+	VMOVDQU 2(R9), Y6
+	VMOVDQU 2(R9)(BX*1), Y7
+	TRANSPOSE4(Y0, Y1, Y2, Y3, Y8, Y9, Y10, Y11)
+	TRANSPOSE4(Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11)
+	STOREK(0, Y0, Y4, Y8)
+	STOREK(1, Y1, Y5, Y8)
+	STOREK(2, Y2, Y6, Y8)
+	STOREK(3, Y3, Y7, Y8)
+
+	MOVWLZX   (SI), AX
+	VMOVD     AX, X12
+	VPINSRW   $1, (SI)(BX*1), X12, X12
+	VPINSRW   $2, (SI)(BX*2), X12, X12
+	VPINSRW   $3, (R8), X12, X12
+	VPINSRW   $4, (SI)(BX*4), X12, X12
+	VPINSRW   $5, (R8)(BX*2), X12, X12
+	VPINSRW   $6, (R9), X12, X12
+	VPINSRW   $7, (R9)(BX*1), X12, X12
+	VCVTPH2PS X12, Y12
+	VMOVUPS   Y12, 512(DI)
+
+	ADDQ $34, SI
+	ADDQ $34, R8
+	ADDQ $34, R9
+	ADDQ $576, DI
+	DECQ CX
+	JNZ  block
+
+	LEAQ (R10)(BX*8), R10 // rows 8..15
+	ADDQ $32, R11
+	CMPQ R11, $64
+	JLT  half
+	VZEROUPPER
+	RET
+
+// func iq2xxsTile8AVX2(tile *byte, y *BlockQ8K, nb int, out *float32)
+TEXT ·iq2xxsTile8AVX2(SB), NOSPLIT, $0-32
+	IQ2T_PROLOGUE
+	IQ2T_ZERO8
+
+t8loop:
+	IQ2T_BLOCK(IQ2T_T8, IQ2T_TERMS8)
+	DECQ CX
+	JNZ  t8loop
+	IQ2T_EIGHTH8
+	VZEROUPPER
+	RET
+
+// func iq2xxsTile4AVX2(tile *byte, y *BlockQ8K, nb int, out *float32)
+TEXT ·iq2xxsTile4AVX2(SB), NOSPLIT, $0-32
+	IQ2T_PROLOGUE
+	IQ2T_ZERO4
+
+t4loop:
+	IQ2T_BLOCK(IQ2T_T4, IQ2T_TERMS4)
+	DECQ CX
+	JNZ  t4loop
+	IQ2T_EIGHTH4
+	VZEROUPPER
+	RET
+
+// func iq2xxsTile2AVX2(tile *byte, y *BlockQ8K, nb int, out *float32)
+TEXT ·iq2xxsTile2AVX2(SB), NOSPLIT, $0-32
+	IQ2T_PROLOGUE
+	IQ2T_ZERO2
+
+t2loop:
+	IQ2T_BLOCK(IQ2T_T2, IQ2T_TERMS2)
+	DECQ CX
+	JNZ  t2loop
+	IQ2T_EIGHTH2
+	VZEROUPPER
+	RET
+
+// func iq2xxsTile1AVX2(tile *byte, y *BlockQ8K, nb int, out *float32)
+TEXT ·iq2xxsTile1AVX2(SB), NOSPLIT, $0-32
+	IQ2T_PROLOGUE
+	IQ2T_ZERO1
+
+t1loop:
+	IQ2T_BLOCK(IQ2T_T1, IQ2T_TERMS1)
+	DECQ CX
+	JNZ  t1loop
+	IQ2T_EIGHTH1
+	VZEROUPPER
+	RET
+
+DATA iq2tBias<>+0(SB)/4, $0x40404040
+GLOBL iq2tBias<>(SB), RODATA|NOPTR, $4
+
+// IQ2T_EXPAND sets Yr (low half Xr) to the 32 weights of group g of the
+// IQ2_XXS block at P, each plus 64: the grid rows gathered and the signs
+// decoded as dot_k_amd64.s's IQ2EXPAND does, from the grid at R10, with
+// Y12 zero, Y13 the bytes 64, Y14 the bytes 1 and Y15 ·iq2SignShift.
+// Clobbers DX and Y8..Y10.
+#define IQ2T_EXPAND(g, P, Yr, Xr) \
+	MOVBLZX      (g*8+2)P, DX \
+	VMOVQ        (R10)(DX*8), Xr \
+	MOVBLZX      (g*8+3)P, DX \
+	VPINSRQ      $1, (R10)(DX*8), Xr, Xr \
+	MOVBLZX      (g*8+4)P, DX \
+	VMOVQ        (R10)(DX*8), X8 \
+	MOVBLZX      (g*8+5)P, DX \
+	VPINSRQ      $1, (R10)(DX*8), X8, X8 \
+	VINSERTI128  $1, X8, Yr, Yr \
+	VPBROADCASTD (g*8+6)P, Y9 \
+	VPSRLVQ      Y15, Y9, Y9 \
+	VPSHUFB      ·iq2SignRepl(SB), Y9, Y9 \
+	VPAND        ·iq2SignBits(SB), Y9, Y9 \
+	VPCMPEQB     ·iq2SignTest(SB), Y9, Y9 \
+	VPSADBW      Y12, Y9, Y10 \
+	VPSLLQ       $63, Y10, Y10 \
+	VPOR         Y10, Y9, Y9 \
+	VPOR         Y14, Y9, Y9 \
+	VPSIGNB      Y9, Yr, Yr \
+	VPADDB       Y13, Yr, Yr
+
+// IQ2T_STORE stores code vector halves j and j+4 of group g for the eight
+// rows, rows 0..3 in Lo's lanes and 4..7 in Hi's (TRANSPOSE4).
+#define IQ2T_STORE(g, j, Lo, Hi) \
+	VPERM2I128 $0x20, Hi, Lo, Y8 \
+	VMOVDQU    Y8, (576*g+64*j)(DI) \
+	VPERM2I128 $0x31, Hi, Lo, Y8 \
+	VMOVDQU    Y8, (576*g+64*j+256)(DI)
+
+// IQ2T_MULTSTORE stores group g's multiplier 2ls+1 = (a1>>27)|1 of the
+// row at P as the int32 of row r.
+#define IQ2T_MULTSTORE(g, P, r) \
+	MOVL (g*8+6)P, DX \
+	SHRL $27, DX \
+	ORL  $1, DX \
+	MOVL DX, (576*g+512+4*r)(DI)
+
+// IQ2T_PACKGROUP packs group g of the current block of the eight rows at
+// (SI), (SI)(BX*1), (SI)(BX*2), (R8), (SI)(BX*4), (R8)(BX*2), (R9) and
+// (R9)(BX*1): it expands each row's group into a register, whose dword k
+// is then the row's four weights of code vector k, and transposes them.
+#define IQ2T_PACKGROUP(g) \
+	IQ2T_EXPAND(g, (SI), Y0, X0) \
+	IQ2T_EXPAND(g, (SI)(BX*1), Y1, X1) \
+	IQ2T_EXPAND(g, (SI)(BX*2), Y2, X2) \
+	IQ2T_EXPAND(g, (R8), Y3, X3) \
+	IQ2T_EXPAND(g, (SI)(BX*4), Y4, X4) \
+	IQ2T_EXPAND(g, (R8)(BX*2), Y5, X5) \
+	IQ2T_EXPAND(g, (R9), Y6, X6) \
+	IQ2T_EXPAND(g, (R9)(BX*1), Y7, X7) \
+	TRANSPOSE4(Y0, Y1, Y2, Y3, Y8, Y9, Y10, Y11) \
+	TRANSPOSE4(Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11) \
+	IQ2T_STORE(g, 0, Y0, Y4) \
+	IQ2T_STORE(g, 1, Y1, Y5) \
+	IQ2T_STORE(g, 2, Y2, Y6) \
+	IQ2T_STORE(g, 3, Y3, Y7) \
+	IQ2T_MULTSTORE(g, (SI), 0) \
+	IQ2T_MULTSTORE(g, (SI)(BX*1), 1) \
+	IQ2T_MULTSTORE(g, (SI)(BX*2), 2) \
+	IQ2T_MULTSTORE(g, (R8), 3) \
+	IQ2T_MULTSTORE(g, (SI)(BX*4), 4) \
+	IQ2T_MULTSTORE(g, (R8)(BX*2), 5) \
+	IQ2T_MULTSTORE(g, (R9), 6) \
+	IQ2T_MULTSTORE(g, (R9)(BX*1), 7)
+
+// func packIQ2XXSTileAVX2Asm(dst, w *byte, rowBytes, nb int)
+//
+// Packs eight rows at a time, rows 0..7 into the low 32 bytes of each code
+// vector and rows 8..15 into the high ones, as packQ8_0TileAVX2Asm does,
+// a block group by group.
+TEXT ·packIQ2XXSTileAVX2Asm(SB), NOSPLIT, $0-32
+	MOVQ         w+8(FP), R12
+	MOVQ         rowBytes+16(FP), BX
+	LEAQ         ·iq2xxsGrid(SB), R10
+	VPXOR        Y12, Y12, Y12
+	VPBROADCASTD iq2tBias<>(SB), Y13
+	VMOVDQU      ·iq2Ones(SB), Y14
+	VMOVDQU      ·iq2SignShift(SB), Y15
+	XORQ         R11, R11 // half: 0 or 32
+
+iq2phalf:
+	MOVQ dst+0(FP), DI
+	ADDQ R11, DI
+	MOVQ R12, SI
+	LEAQ (SI)(BX*2), R8
+	ADDQ BX, R8       // row 3
+	LEAQ (R8)(BX*2), R9
+	ADDQ BX, R9       // row 6
+	MOVQ nb+24(FP), CX
+
+iq2pblock:
+	IQ2T_PACKGROUP(0)
+	IQ2T_PACKGROUP(1)
+	IQ2T_PACKGROUP(2)
+	IQ2T_PACKGROUP(3)
+	IQ2T_PACKGROUP(4)
+	IQ2T_PACKGROUP(5)
+	IQ2T_PACKGROUP(6)
+	IQ2T_PACKGROUP(7)
+
+	MOVWLZX   (SI), AX
+	VMOVD     AX, X0
+	VPINSRW   $1, (SI)(BX*1), X0, X0
+	VPINSRW   $2, (SI)(BX*2), X0, X0
+	VPINSRW   $3, (R8), X0, X0
+	VPINSRW   $4, (SI)(BX*4), X0, X0
+	VPINSRW   $5, (R8)(BX*2), X0, X0
+	VPINSRW   $6, (R9), X0, X0
+	VPINSRW   $7, (R9)(BX*1), X0, X0
+	VCVTPH2PS X0, Y0
+	VMOVUPS   Y0, 4608(DI)
+
+	ADDQ $const_dotIQ2XXSBytes, SI
+	ADDQ $const_dotIQ2XXSBytes, R8
+	ADDQ $const_dotIQ2XXSBytes, R9
+	ADDQ $const_iq2xxsTileBlockBytes, DI
+	DECQ CX
+	JNZ  iq2pblock
+
+	LEAQ (R12)(BX*8), R12 // rows 8..15
+	ADDQ $32, R11
+	CMPQ R11, $64
+	JLT  iq2phalf
+	VZEROUPPER
+	RET
