@@ -46,9 +46,9 @@ func kernelSets(l cpuLevels) []Kernels {
 }
 
 // avx512VNNIKernels returns the AVX2 kernels avx2 with the Q8_0 ones and
-// the Q8_0 tile kernels replaced by their AVX-512 versions (tile_amd64.go)
-// and the Q2_K tile kernels (tile_q2k_amd64.go) added: all of them need
-// AVX512F/BW/VL and VNNI only. The IQ2_XXS tile kernels stay AVX2's.
+// the Q8_0 (tile_amd64.go) and Q2_K (tile_q2k_amd64.go) tile kernels
+// replaced by their AVX-512 versions: all of them need AVX512F/BW/VL and
+// VNNI only. The IQ2_XXS tile kernels stay AVX2's.
 func avx512VNNIKernels(avx2 Kernels) Kernels {
 	k := avx2
 	k.Name = "avx512vnni"
@@ -77,8 +77,8 @@ func avx512Kernels(vnni Kernels) Kernels {
 	return k
 }
 
-// avx2Kernels returns the AVX2 kernels, the Q8_0 and IQ2_XXS tile kernels
-// (tile_avx2_amd64.go) among them. Every one needs AVX2 and FMA, and
+// avx2Kernels returns the AVX2 kernels, the tile kernels of all three
+// kinds (tile_avx2_amd64.go) among them. Every one needs AVX2 and FMA, and
 // F16C converts the f16 scales and weights. Every CPU with AVX2 so far
 // also has F16C and FMA, so requiring all three loses nothing.
 func avx2Kernels() Kernels {
@@ -98,5 +98,7 @@ func avx2Kernels() Kernels {
 		Q8_0Tile:       q8_0TileAVX2,
 		PackIQ2XXSTile: packIQ2XXSTileAVX2,
 		IQ2XXSTile:     iq2xxsTileAVX2,
+		PackQ2KTile:    packQ2KTileAVX2,
+		Q2KTile:        q2KTileAVX2,
 	}
 }

@@ -53,8 +53,8 @@ func TestKernelSetsByLevel(t *testing.T) {
 	require.True(t, same(avx2.Q8_0Tile, q8_0TileAVX2))
 	require.True(t, same(avx2.PackIQ2XXSTile, packIQ2XXSTileAVX2))
 	require.True(t, same(avx2.IQ2XXSTile, iq2xxsTileAVX2))
-	require.Nil(t, avx2.PackQ2KTile, "the Q2_K tile kernels need AVX-512")
-	require.Nil(t, avx2.Q2KTile)
+	require.True(t, same(avx2.PackQ2KTile, packQ2KTileAVX2))
+	require.True(t, same(avx2.Q2KTile, q2KTileAVX2))
 }
 
 // hasKernelSet reports whether this CPU runs the vector kernel set of the

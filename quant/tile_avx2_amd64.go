@@ -2,13 +2,14 @@
 
 package quant
 
-// The AVX2 tile kernels of Q8_0 and IQ2_XXS weights: the packs into the
-// layouts of tile.go and tile_iq2.go and the products of packed tiles with
-// many tokens, for CPUs without AVX-512 such as AMD Zen 2 and 3 and
-// Intel's client cores. The assembly bodies (tile_avx2_amd64.s) take eight
-// rows, one half of the tile, and a group of tokens at a time; every
-// result is that of the vector row kernels bit for bit: for Q8_0 in the
-// order q8_0TileAVX512 describes, for IQ2_XXS in DotIQ2XXS's.
+// The AVX2 tile kernels of Q8_0, IQ2_XXS and Q2_K weights: the packs into
+// the layouts of tile.go, tile_iq2.go and tile_q2k.go and the products of
+// packed tiles with many tokens, for CPUs without AVX-512 such as AMD Zen
+// 2 and 3 and Intel's client cores. The assembly bodies
+// (tile_avx2_amd64.s) take eight rows, one half of the tile, and a group
+// of tokens at a time; every result is that of the vector row kernels bit
+// for bit: for Q8_0 in the order q8_0TileAVX512 describes, for IQ2_XXS
+// and Q2_K in DotIQ2XXS's and DotQ2K's.
 
 // packQ8_0TileAVX2 is the AVX2 form of Kernels.PackQ8_0Tile.
 func packQ8_0TileAVX2(dst, w []byte, rowBytes int) {
@@ -183,3 +184,74 @@ func iq2xxsTile2AVX2(tile *byte, y *BlockQ8K, nb int, out *float32)
 //
 //go:noescape
 func iq2xxsTile1AVX2(tile *byte, y *BlockQ8K, nb int, out *float32)
+
+// packQ2KTileAVX2 is the AVX2 form of Kernels.PackQ2KTile.
+func packQ2KTileAVX2(dst, w []byte, rowBytes int) {
+	if nb := checkPackQ2KTile(dst, w, rowBytes); nb > 0 {
+		packQ2KTileAVX2Asm(&dst[0], &w[0], rowBytes, nb)
+	}
+}
+
+// q2KTileAVX2 is the AVX2 form of Kernels.Q2KTile. Each token's blocks are
+// added in order into one float32 sum per row, as DotQ2K adds them.
+func q2KTileAVX2(tile []byte, y []BlockQ8K, n int, out []float32) {
+	nb := checkQ2KTile(tile, y, n, out)
+	out = out[:n*Q8_0TileRows]
+	if nb == 0 {
+		clear(out)
+		return
+	}
+	for t := 0; t < n; {
+		g := 8
+		for g > n-t {
+			g /= 2
+		}
+		for h := range 2 {
+			q2KTileGroupAVX2(g, &tile[32*h], &y[t*nb], nb, &out[t*Q8_0TileRows+8*h])
+		}
+		t += g
+	}
+}
+
+// q2KTileGroupAVX2 runs the kernel for g = 8, 4, 2 or 1 tokens.
+func q2KTileGroupAVX2(g int, tile *byte, y *BlockQ8K, nb int, out *float32) {
+	switch g {
+	case 8:
+		q2KTile8AVX2(tile, y, nb, out)
+	case 4:
+		q2KTile4AVX2(tile, y, nb, out)
+	case 2:
+		q2KTile2AVX2(tile, y, nb, out)
+	default:
+		q2KTile1AVX2(tile, y, nb, out)
+	}
+}
+
+// packQ2KTileAVX2Asm packs the 16 Q2_K rows of nb > 0 blocks at w,
+// rowBytes apart, into dst.
+//
+//go:noescape
+func packQ2KTileAVX2Asm(dst, w *byte, rowBytes, nb int)
+
+// q2KTile8AVX2 sets out[16t+i], for tokens t < 8 and the eight rows i < 8
+// of the half of the packed tile that tile points into (its first code
+// vector's bytes 0 or 32), to the Q2_K dot of the row with token t's
+// nb > 0 activation blocks at y+t·nb.
+//
+//go:noescape
+func q2KTile8AVX2(tile *byte, y *BlockQ8K, nb int, out *float32)
+
+// q2KTile4AVX2 is q2KTile8AVX2 for four tokens.
+//
+//go:noescape
+func q2KTile4AVX2(tile *byte, y *BlockQ8K, nb int, out *float32)
+
+// q2KTile2AVX2 is q2KTile8AVX2 for two tokens.
+//
+//go:noescape
+func q2KTile2AVX2(tile *byte, y *BlockQ8K, nb int, out *float32)
+
+// q2KTile1AVX2 is q2KTile8AVX2 for one token.
+//
+//go:noescape
+func q2KTile1AVX2(tile *byte, y *BlockQ8K, nb int, out *float32)

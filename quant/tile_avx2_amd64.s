@@ -6,7 +6,8 @@
 // The AVX2 bodies of the tile kernels of tile_avx2_amd64.go. First Q8_0:
 // the products of eight rows of a packed tile (tile.go's layout, one half
 // of each 64-byte code vector) with groups of 4, 2 or 1 tokens, and the
-// pack. IQ2_XXS follows.
+// pack. IQ2_XXS and Q2_K follow. (The macros come first: go vet reads
+// the lines after a TEXT as that function's.)
 //
 // Why the products are exact. AVX2 has no VPDPBUSD, and its byte multiply,
 // VPMADDUBSW, saturates each sum of two products at 16 bits, which the
@@ -347,6 +348,127 @@
 	VMOVD        BX, X13 \
 	VBROADCASTSS X13, Y13 \
 	IQ2T_EIGHTH(0)
+
+// The AVX2 Q2_K tile kernels of tile_avx2_amd64.go: the pack of 16 Q2_K
+// rows into the layout tile_q2k.go describes, and the products of eight
+// rows of a packed tile with groups of 8, 4, 2 or 1 tokens.
+//
+// Why the products are exact. The packed weights are code times sub-block
+// scale, 0..45, so VPMADDUBSW (unsigned weights times signed activation
+// codes, adjacent products summed to int16) makes at most 2·45·128 and
+// two of its results, code vectors 2j and 2j+1, still add in int16
+// (VPADDW) before one VPMADDWD by ones widens them to int32: the rows'
+// lanes sum DotQ2K's isum exactly. The mins' sum summs is one VPMADDWD
+// per pair of sub-blocks (the rows' two mins times the broadcast Bsums
+// pair). Then, as in DotQ2K, (D·d)·float32(isum) and (D·dmin)·float32(summs)
+// are each rounded to float32, their difference too, and added to the
+// token's sum block by block in order.
+
+// Register use of the products: SI points at the current packed block's
+// half (code vector k at 64k, min vector p at 4096+64p, d and dmin at 4608
+// and 4672), DI, R8 and R9 at the current activation block of tokens 0, 3
+// and 6 (the others are DX = 292·nb apart), CX counts the blocks left, R10
+// the steps of the block's inner loop, and AX points at out, where the
+// tokens' float32 sums stay (64 bytes apart). The inner loop moves SI by
+// eight code vectors and DI, R8 and R9 by 32 codes a step, and back at the
+// end. Y0..Y7 hold the tokens' isum, Y8 and Y9 two code vector halves,
+// Y10 a token's broadcast codes, Y11 and Y12 products and Y13 the int16
+// ones.
+
+// Q2T_PAIR adds to A the products of code vectors 2j and 2j+1 (in Y8 and
+// Y9) with the token's codes 8j..8j+7 at M.
+#define Q2T_PAIR(j, M, A) \
+	VPBROADCASTD (BlockQ8K_Qs+8*j)M, Y10 \
+	VPMADDUBSW   Y10, Y8, Y11 \
+	VPBROADCASTD (BlockQ8K_Qs+8*j+4)M, Y10 \
+	VPMADDUBSW   Y10, Y9, Y12 \
+	VPADDW       Y12, Y11, Y11 \
+	VPMADDWD     Y13, Y11, Y11 \
+	VPADDD       Y11, A, A
+
+// The tokens of a group: Q2T_Tn applies OP(j, M, A) to tokens 0..n-1.
+#define Q2T_T8(OP, j) \
+	Q2T_T4(OP, j) \
+	OP(j, (DI)(DX*4), Y4) \
+	OP(j, (R8)(DX*2), Y5) \
+	OP(j, (R9), Y6) \
+	OP(j, (R9)(DX*1), Y7)
+
+#define Q2T_T4(OP, j) \
+	Q2T_T2(OP, j) \
+	OP(j, (DI)(DX*2), Y2) \
+	OP(j, (R8), Y3)
+
+#define Q2T_T2(OP, j) \
+	Q2T_T1(OP, j) \
+	OP(j, (DI)(DX*1), Y1)
+
+#define Q2T_T1(OP, j) \
+	OP(j, (DI), Y0)
+
+// Q2T_STEP applies code vectors 2j and 2j+1 of the inner loop's step to
+// the tokens of Tn.
+#define Q2T_STEP(Tn, j) \
+	VMOVDQU (128*j)(SI), Y8 \
+	VMOVDQU (128*j+64)(SI), Y9 \
+	Tn(Q2T_PAIR, j)
+
+// Q2T_TERM adds the block's term (D·d)·float32(isum) - (D·dmin)·float32(summs)
+// of the token at M, isum in A, to its sum at off(AX), and clears A.
+#define Q2T_TERM(off, M, A) \
+	VCVTDQ2PS    A, A \
+	VBROADCASTSS M, Y10 \
+	VMULPS       4608(SI), Y10, Y11 \
+	VMULPS       A, Y11, Y11 \
+	VPBROADCASTD (BlockQ8K_Bsums)M, Y12 \
+	VPMADDWD     4096(SI), Y12, A \
+	Q2T_MIN(1, M, A) \
+	Q2T_MIN(2, M, A) \
+	Q2T_MIN(3, M, A) \
+	Q2T_MIN(4, M, A) \
+	Q2T_MIN(5, M, A) \
+	Q2T_MIN(6, M, A) \
+	Q2T_MIN(7, M, A) \
+	VCVTDQ2PS    A, A \
+	VMULPS       4672(SI), Y10, Y12 \
+	VMULPS       A, Y12, Y12 \
+	VSUBPS       Y12, Y11, Y11 \
+	VADDPS       off(AX), Y11, Y11 \
+	VMOVUPS      Y11, off(AX) \
+	VPXOR        A, A, A
+
+// Q2T_MIN adds to A the rows' mins of sub-blocks 2p and 2p+1 times the
+// token's Bsums there.
+#define Q2T_MIN(p, M, A) \
+	VPBROADCASTD (BlockQ8K_Bsums+4*p)M, Y12 \
+	VPMADDWD     (4096+64*p)(SI), Y12, Y12 \
+	VPADDD       Y12, A, A
+
+#define Q2T_TERMS8 \
+	Q2T_TERMS4 \
+	Q2T_TERM(256, (DI)(DX*4), Y4) \
+	Q2T_TERM(320, (R8)(DX*2), Y5) \
+	Q2T_TERM(384, (R9), Y6) \
+	Q2T_TERM(448, (R9)(DX*1), Y7)
+
+#define Q2T_TERMS4 \
+	Q2T_TERMS2 \
+	Q2T_TERM(128, (DI)(DX*2), Y2) \
+	Q2T_TERM(192, (R8), Y3)
+
+#define Q2T_TERMS2 \
+	Q2T_TERMS1 \
+	Q2T_TERM(64, (DI)(DX*1), Y1)
+
+#define Q2T_TERMS1 \
+	Q2T_TERM(0, (DI), Y0)
+
+// Q2T_PROLOGUE is IQ2T_PROLOGUE with the int16 ones in Y13.
+#define Q2T_PROLOGUE \
+	IQ2T_PROLOGUE \
+	MOVL         $0x00010001, BX \
+	VMOVD        BX, X13 \
+	VPBROADCASTD X13, Y13
 
 // func q8_0Tile4AVX2(tile *byte, x *BlockQ8_0, sums *int32, nb, count, stride int, acc *float32)
 TEXT ·q8_0Tile4AVX2(SB), NOSPLIT, $0-56
@@ -709,5 +831,362 @@ iq2pblock:
 	ADDQ $32, R11
 	CMPQ R11, $64
 	JLT  iq2phalf
+	VZEROUPPER
+	RET
+
+// q2tScale holds 16 VPSHUFB controls, eight for even and then eight for odd
+// bytes. Applied to a row's 16 scale bytes (low nibbles) in both lanes,
+// control 4h+j puts scale 8h+2j in the even (odd) bytes of the low lane
+// and scale 8h+2j+1 in those of the high lane, zero in the others: the
+// multipliers of the 32 codes of elements 128h+32j..+31.
+DATA q2tScale<>+0(SB)/8, $0x8000800080008000
+DATA q2tScale<>+8(SB)/8, $0x8000800080008000
+DATA q2tScale<>+16(SB)/8, $0x8001800180018001
+DATA q2tScale<>+24(SB)/8, $0x8001800180018001
+DATA q2tScale<>+32(SB)/8, $0x8002800280028002
+DATA q2tScale<>+40(SB)/8, $0x8002800280028002
+DATA q2tScale<>+48(SB)/8, $0x8003800380038003
+DATA q2tScale<>+56(SB)/8, $0x8003800380038003
+DATA q2tScale<>+64(SB)/8, $0x8004800480048004
+DATA q2tScale<>+72(SB)/8, $0x8004800480048004
+DATA q2tScale<>+80(SB)/8, $0x8005800580058005
+DATA q2tScale<>+88(SB)/8, $0x8005800580058005
+DATA q2tScale<>+96(SB)/8, $0x8006800680068006
+DATA q2tScale<>+104(SB)/8, $0x8006800680068006
+DATA q2tScale<>+112(SB)/8, $0x8007800780078007
+DATA q2tScale<>+120(SB)/8, $0x8007800780078007
+DATA q2tScale<>+128(SB)/8, $0x8008800880088008
+DATA q2tScale<>+136(SB)/8, $0x8008800880088008
+DATA q2tScale<>+144(SB)/8, $0x8009800980098009
+DATA q2tScale<>+152(SB)/8, $0x8009800980098009
+DATA q2tScale<>+160(SB)/8, $0x800a800a800a800a
+DATA q2tScale<>+168(SB)/8, $0x800a800a800a800a
+DATA q2tScale<>+176(SB)/8, $0x800b800b800b800b
+DATA q2tScale<>+184(SB)/8, $0x800b800b800b800b
+DATA q2tScale<>+192(SB)/8, $0x800c800c800c800c
+DATA q2tScale<>+200(SB)/8, $0x800c800c800c800c
+DATA q2tScale<>+208(SB)/8, $0x800d800d800d800d
+DATA q2tScale<>+216(SB)/8, $0x800d800d800d800d
+DATA q2tScale<>+224(SB)/8, $0x800e800e800e800e
+DATA q2tScale<>+232(SB)/8, $0x800e800e800e800e
+DATA q2tScale<>+240(SB)/8, $0x800f800f800f800f
+DATA q2tScale<>+248(SB)/8, $0x800f800f800f800f
+DATA q2tScale<>+256(SB)/8, $0x0080008000800080
+DATA q2tScale<>+264(SB)/8, $0x0080008000800080
+DATA q2tScale<>+272(SB)/8, $0x0180018001800180
+DATA q2tScale<>+280(SB)/8, $0x0180018001800180
+DATA q2tScale<>+288(SB)/8, $0x0280028002800280
+DATA q2tScale<>+296(SB)/8, $0x0280028002800280
+DATA q2tScale<>+304(SB)/8, $0x0380038003800380
+DATA q2tScale<>+312(SB)/8, $0x0380038003800380
+DATA q2tScale<>+320(SB)/8, $0x0480048004800480
+DATA q2tScale<>+328(SB)/8, $0x0480048004800480
+DATA q2tScale<>+336(SB)/8, $0x0580058005800580
+DATA q2tScale<>+344(SB)/8, $0x0580058005800580
+DATA q2tScale<>+352(SB)/8, $0x0680068006800680
+DATA q2tScale<>+360(SB)/8, $0x0680068006800680
+DATA q2tScale<>+368(SB)/8, $0x0780078007800780
+DATA q2tScale<>+376(SB)/8, $0x0780078007800780
+DATA q2tScale<>+384(SB)/8, $0x0880088008800880
+DATA q2tScale<>+392(SB)/8, $0x0880088008800880
+DATA q2tScale<>+400(SB)/8, $0x0980098009800980
+DATA q2tScale<>+408(SB)/8, $0x0980098009800980
+DATA q2tScale<>+416(SB)/8, $0x0a800a800a800a80
+DATA q2tScale<>+424(SB)/8, $0x0a800a800a800a80
+DATA q2tScale<>+432(SB)/8, $0x0b800b800b800b80
+DATA q2tScale<>+440(SB)/8, $0x0b800b800b800b80
+DATA q2tScale<>+448(SB)/8, $0x0c800c800c800c80
+DATA q2tScale<>+456(SB)/8, $0x0c800c800c800c80
+DATA q2tScale<>+464(SB)/8, $0x0d800d800d800d80
+DATA q2tScale<>+472(SB)/8, $0x0d800d800d800d80
+DATA q2tScale<>+480(SB)/8, $0x0e800e800e800e80
+DATA q2tScale<>+488(SB)/8, $0x0e800e800e800e80
+DATA q2tScale<>+496(SB)/8, $0x0f800f800f800f80
+DATA q2tScale<>+504(SB)/8, $0x0f800f800f800f80
+GLOBL q2tScale<>(SB), RODATA|NOPTR, $512
+
+DATA q2tThree<>+0(SB)/4, $0x03030303
+GLOBL q2tThree<>(SB), RODATA|NOPTR, $4
+
+DATA q2tFifteen<>+0(SB)/4, $0x0f0f0f0f
+GLOBL q2tFifteen<>(SB), RODATA|NOPTR, $4
+
+// Q2P_ROW sets Yr to the row at P's 32 packed weights q·s of elements
+// 128h+32j..+31: its codes (bits 2j..2j+1 of code bytes 32h..32h+31) times
+// their sub-block scales, as two VPMADDUBSW of the codes by the scales in
+// the even and in the odd bytes, merged. Y12 holds the bytes 3, Y13 the
+// bytes 15 and R13 points at q2tScale; clobbers Y8..Y11.
+#define Q2P_ROW(h, j, P, Yr) \
+	VMOVDQU        (16+32*h)P, Yr \
+	VPSRLW         $(2*j), Yr, Yr \
+	VPAND          Y12, Yr, Yr \
+	VBROADCASTI128 P, Y8 \
+	VPAND          Y13, Y8, Y8 \
+	VPSHUFB        (32*(4*h+j))(R13), Y8, Y9 \
+	VPMADDUBSW     Y9, Yr, Y10 \
+	VPSHUFB        (256+32*(4*h+j))(R13), Y8, Y9 \
+	VPMADDUBSW     Y9, Yr, Y11 \
+	VPSLLW         $8, Y11, Y11 \
+	VPOR           Y11, Y10, Yr
+
+// Q2P_MINROW sets Yr to the row at P's 16 mins (scale high nibbles) as
+// int16.
+#define Q2P_MINROW(P, Yr) \
+	VPMOVZXBW P, Yr \
+	VPSRLW    $4, Yr, Yr
+
+// Q2P_STORE stores vectors j and j+4 of the 64-byte vectors from off, for
+// the eight rows, rows 0..3 in Lo's lanes and 4..7 in Hi's (TRANSPOSE4).
+#define Q2P_STORE(off, j, Lo, Hi) \
+	VPERM2I128 $0x20, Hi, Lo, Y8 \
+	VMOVDQU    Y8, (off+64*j)(DI) \
+	VPERM2I128 $0x31, Hi, Lo, Y8 \
+	VMOVDQU    Y8, (off+64*j+256)(DI)
+
+// Q2P_TRANSPOSE transposes the eight rows' dwords in Y0..Y7 and stores
+// them as the eight 64-byte vectors from off.
+#define Q2P_TRANSPOSE(off) \
+	TRANSPOSE4(Y0, Y1, Y2, Y3, Y8, Y9, Y10, Y11) \
+	TRANSPOSE4(Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11) \
+	Q2P_STORE(off, 0, Y0, Y4) \
+	Q2P_STORE(off, 1, Y1, Y5) \
+	Q2P_STORE(off, 2, Y2, Y6) \
+	Q2P_STORE(off, 3, Y3, Y7)
+
+// Q2P_CODES packs code vectors 32h+8j..32h+8j+7 of the eight rows.
+#define Q2P_CODES(h, j) \
+	Q2P_ROW(h, j, (SI), Y0) \
+	Q2P_ROW(h, j, (SI)(BX*1), Y1) \
+	Q2P_ROW(h, j, (SI)(BX*2), Y2) \
+	Q2P_ROW(h, j, (R8), Y3) \
+	Q2P_ROW(h, j, (SI)(BX*4), Y4) \
+	Q2P_ROW(h, j, (R8)(BX*2), Y5) \
+	Q2P_ROW(h, j, (R9), Y6) \
+	Q2P_ROW(h, j, (R9)(BX*1), Y7) \
+	Q2P_TRANSPOSE(2048*h+512*j)
+
+// Q2P_F16 converts the eight rows' f16 at off of their blocks and stores
+// them as float32 at to(DI).
+#define Q2P_F16(off, to) \
+	MOVWLZX   off(SI), AX \
+	VMOVD     AX, X0 \
+	VPINSRW   $1, off(SI)(BX*1), X0, X0 \
+	VPINSRW   $2, off(SI)(BX*2), X0, X0 \
+	VPINSRW   $3, off(R8), X0, X0 \
+	VPINSRW   $4, off(SI)(BX*4), X0, X0 \
+	VPINSRW   $5, off(R8)(BX*2), X0, X0 \
+	VPINSRW   $6, off(R9), X0, X0 \
+	VPINSRW   $7, off(R9)(BX*1), X0, X0 \
+	VCVTPH2PS X0, Y0 \
+	VMOVUPS   Y0, to(DI)
+
+// func packQ2KTileAVX2Asm(dst, w *byte, rowBytes, nb int)
+//
+// Packs eight rows at a time, rows 0..7 into the low 32 bytes of each
+// vector and rows 8..15 into the high ones, as packQ8_0TileAVX2Asm does,
+// prefetching each row's lines four blocks ahead as
+// packIQ2XXSTileAVX2Asm does.
+TEXT ·packQ2KTileAVX2Asm(SB), NOSPLIT, $0-32
+	MOVQ         w+8(FP), R12
+	MOVQ         rowBytes+16(FP), BX
+	LEAQ         q2tScale<>(SB), R13
+	VPBROADCASTD q2tThree<>(SB), Y12
+	VPBROADCASTD q2tFifteen<>(SB), Y13
+	XORQ         R11, R11 // half: 0 or 32
+
+q2phalf:
+	MOVQ dst+0(FP), DI
+	ADDQ R11, DI
+	MOVQ R12, SI
+	LEAQ (SI)(BX*2), R8
+	ADDQ BX, R8       // row 3
+	LEAQ (R8)(BX*2), R9
+	ADDQ BX, R9       // row 6
+	MOVQ nb+24(FP), CX
+
+q2pblock:
+	PREFETCHT0 336(SI)
+	PREFETCHT0 336(SI)(BX*1)
+	PREFETCHT0 336(SI)(BX*2)
+	PREFETCHT0 336(R8)
+	PREFETCHT0 336(SI)(BX*4)
+	PREFETCHT0 336(R8)(BX*2)
+	PREFETCHT0 336(R9)
+	PREFETCHT0 336(R9)(BX*1)
+	PREFETCHT0 400(SI)
+	PREFETCHT0 400(SI)(BX*1)
+	PREFETCHT0 400(SI)(BX*2)
+	PREFETCHT0 400(R8)
+	PREFETCHT0 400(SI)(BX*4)
+	PREFETCHT0 400(R8)(BX*2)
+	PREFETCHT0 400(R9)
+	PREFETCHT0 400(R9)(BX*1)
+	Q2P_CODES(0, 0)
+	Q2P_CODES(0, 1)
+	Q2P_CODES(0, 2)
+	Q2P_CODES(0, 3)
+	Q2P_CODES(1, 0)
+	Q2P_CODES(1, 1)
+	Q2P_CODES(1, 2)
+	Q2P_CODES(1, 3)
+	Q2P_MINROW((SI), Y0)
+	Q2P_MINROW((SI)(BX*1), Y1)
+	Q2P_MINROW((SI)(BX*2), Y2)
+	Q2P_MINROW((R8), Y3)
+	Q2P_MINROW((SI)(BX*4), Y4)
+	Q2P_MINROW((R8)(BX*2), Y5)
+	Q2P_MINROW((R9), Y6)
+	Q2P_MINROW((R9)(BX*1), Y7)
+	Q2P_TRANSPOSE(4096)
+	Q2P_F16(80, 4608)
+	Q2P_F16(82, 4672)
+
+	ADDQ $const_dotQ2KBytes, SI
+	ADDQ $const_dotQ2KBytes, R8
+	ADDQ $const_dotQ2KBytes, R9
+	ADDQ $const_q2KTileBlockBytes, DI
+	DECQ CX
+	JNZ  q2pblock
+
+	LEAQ (R12)(BX*8), R12 // rows 8..15
+	ADDQ $32, R11
+	CMPQ R11, $64
+	JLT  q2phalf
+	VZEROUPPER
+	RET
+
+// func q2KTile8AVX2(tile *byte, y *BlockQ8K, nb int, out *float32)
+TEXT ·q2KTile8AVX2(SB), NOSPLIT, $0-32
+	Q2T_PROLOGUE
+	IQ2T_ZERO8
+
+q2t8block:
+	MOVQ $8, R10
+
+q2t8inner:
+	Q2T_STEP(Q2T_T8, 0)
+	Q2T_STEP(Q2T_T8, 1)
+	Q2T_STEP(Q2T_T8, 2)
+	Q2T_STEP(Q2T_T8, 3)
+	ADDQ $512, SI
+	ADDQ $32, DI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	DECQ R10
+	JNZ  q2t8inner
+
+	SUBQ $4096, SI
+	SUBQ $256, DI
+	SUBQ $256, R8
+	SUBQ $256, R9
+	Q2T_TERMS8
+	ADDQ $const_q2KTileBlockBytes, SI
+	ADDQ $BlockQ8K__size, DI
+	ADDQ $BlockQ8K__size, R8
+	ADDQ $BlockQ8K__size, R9
+	DECQ CX
+	JNZ  q2t8block
+	VZEROUPPER
+	RET
+
+// func q2KTile4AVX2(tile *byte, y *BlockQ8K, nb int, out *float32)
+TEXT ·q2KTile4AVX2(SB), NOSPLIT, $0-32
+	Q2T_PROLOGUE
+	IQ2T_ZERO4
+
+q2t4block:
+	MOVQ $8, R10
+
+q2t4inner:
+	Q2T_STEP(Q2T_T4, 0)
+	Q2T_STEP(Q2T_T4, 1)
+	Q2T_STEP(Q2T_T4, 2)
+	Q2T_STEP(Q2T_T4, 3)
+	ADDQ $512, SI
+	ADDQ $32, DI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	DECQ R10
+	JNZ  q2t4inner
+
+	SUBQ $4096, SI
+	SUBQ $256, DI
+	SUBQ $256, R8
+	SUBQ $256, R9
+	Q2T_TERMS4
+	ADDQ $const_q2KTileBlockBytes, SI
+	ADDQ $BlockQ8K__size, DI
+	ADDQ $BlockQ8K__size, R8
+	ADDQ $BlockQ8K__size, R9
+	DECQ CX
+	JNZ  q2t4block
+	VZEROUPPER
+	RET
+
+// func q2KTile2AVX2(tile *byte, y *BlockQ8K, nb int, out *float32)
+TEXT ·q2KTile2AVX2(SB), NOSPLIT, $0-32
+	Q2T_PROLOGUE
+	IQ2T_ZERO2
+
+q2t2block:
+	MOVQ $8, R10
+
+q2t2inner:
+	Q2T_STEP(Q2T_T2, 0)
+	Q2T_STEP(Q2T_T2, 1)
+	Q2T_STEP(Q2T_T2, 2)
+	Q2T_STEP(Q2T_T2, 3)
+	ADDQ $512, SI
+	ADDQ $32, DI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	DECQ R10
+	JNZ  q2t2inner
+
+	SUBQ $4096, SI
+	SUBQ $256, DI
+	SUBQ $256, R8
+	SUBQ $256, R9
+	Q2T_TERMS2
+	ADDQ $const_q2KTileBlockBytes, SI
+	ADDQ $BlockQ8K__size, DI
+	ADDQ $BlockQ8K__size, R8
+	ADDQ $BlockQ8K__size, R9
+	DECQ CX
+	JNZ  q2t2block
+	VZEROUPPER
+	RET
+
+// func q2KTile1AVX2(tile *byte, y *BlockQ8K, nb int, out *float32)
+TEXT ·q2KTile1AVX2(SB), NOSPLIT, $0-32
+	Q2T_PROLOGUE
+	IQ2T_ZERO1
+
+q2t1block:
+	MOVQ $8, R10
+
+q2t1inner:
+	Q2T_STEP(Q2T_T1, 0)
+	Q2T_STEP(Q2T_T1, 1)
+	Q2T_STEP(Q2T_T1, 2)
+	Q2T_STEP(Q2T_T1, 3)
+	ADDQ $512, SI
+	ADDQ $32, DI
+	ADDQ $32, R8
+	ADDQ $32, R9
+	DECQ R10
+	JNZ  q2t1inner
+
+	SUBQ $4096, SI
+	SUBQ $256, DI
+	SUBQ $256, R8
+	SUBQ $256, R9
+	Q2T_TERMS1
+	ADDQ $const_q2KTileBlockBytes, SI
+	ADDQ $BlockQ8K__size, DI
+	ADDQ $BlockQ8K__size, R8
+	ADDQ $BlockQ8K__size, R9
+	DECQ CX
+	JNZ  q2t1block
 	VZEROUPPER
 	RET
