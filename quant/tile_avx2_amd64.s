@@ -29,15 +29,16 @@
 // reduction per row but the one VPHADDD, and the widened code vector half
 // serves every token of the group: a token's four codes cost a broadcast,
 // an unpack, two VPMADDWD and two VPADDD for 32 multiply-adds. On Zen 3
-// they run at about 1.4 times the four-token row kernel (dotQ8_0x4AVX2)
-// in cache, the pack included, from 16 tokens up.
+// they run at 1.3–1.5 times the four-token row kernel (dotQ8_0x4AVX2) in
+// cache, the pack included, from 16 tokens up.
 
 // Register use: SI points at the current packed block's half (codes at
 // 64k, scales at 512), DI and R8 at the current activation block of tokens
 // 0 and 2 (tokens 1 and 3 are DX = 36·nb further), R10 and R11 at their
-// code sums (BX = 4·nb apart); R12, R13 and R9 are the steps from one block
-// to the next in the tile, x and sums; CX counts the blocks left and AX
-// points at acc, where the tokens' sums stay (64 bytes apart). Y8 and Y9
+// code sums (BX = 4·nb apart); CX counts the blocks left and AX points at
+// the current lane's sums in acc (the tokens' 64 bytes apart, the lanes
+// 256), R13 at the first lane's, R9 holds the number of lanes and R12
+// counts those left before AX goes back to R13. Y8 and Y9
 // hold the widened codes of rows 0..3 and 4..7, Y10 a token's codes, Y11 a
 // product and Y15 zero; token t sums its block in Y(2t) (rows 0..3) and
 // Y(2t+1) (rows 4..7).
@@ -49,14 +50,13 @@
 	MOVQ   nb+24(FP), DX \
 	LEAQ   (DX*4), BX \
 	IMUL3Q $36, DX, DX \
-	MOVQ   stride+40(FP), AX \
-	IMUL3Q $576, AX, R12 \
-	IMUL3Q $36, AX, R13 \
-	LEAQ   (AX*4), R9 \
 	LEAQ   (DI)(DX*2), R8 \
 	LEAQ   (R10)(BX*2), R11 \
 	MOVQ   count+32(FP), CX \
-	MOVQ   acc+48(FP), AX
+	MOVQ   lanes+40(FP), R9 \
+	MOVQ   R9, R12 \
+	MOVQ   acc+48(FP), AX \
+	MOVQ   AX, R13
 
 // WIDEN loads code vector k's half, rows 0..3 to Y8 and 4..7 to Y9.
 #define WIDEN(k) \
@@ -97,13 +97,18 @@
 	VADDPS       F, B, B \
 	VMOVUPS      B, F
 
-// STEP moves to the next block.
+// STEP moves to the next block and the next lane's sums, back to the
+// first after the last.
 #define STEP \
-	ADDQ R12, SI \
-	ADDQ R13, DI \
-	ADDQ R13, R8 \
-	ADDQ R9, R10 \
-	ADDQ R9, R11
+	ADDQ    $576, SI \
+	ADDQ    $36, DI \
+	ADDQ    $36, R8 \
+	ADDQ    $4, R10 \
+	ADDQ    $4, R11 \
+	ADDQ    $256, AX \
+	DECQ    R12 \
+	CMOVQEQ R13, AX \
+	CMOVQEQ R9, R12
 
 // K4, K2 and K1 widen code vector k's half and apply it to four, two or
 // one tokens, whose codes are at (DI), (DI)(DX*1), (R8) and (R8)(DX*1), OP
@@ -470,7 +475,7 @@
 	VMOVD        BX, X13 \
 	VPBROADCASTD X13, Y13
 
-// func q8_0Tile4AVX2(tile *byte, x *BlockQ8_0, sums *int32, nb, count, stride int, acc *float32)
+// func q8_0Tile4AVX2(tile *byte, x *BlockQ8_0, sums *int32, nb, count, lanes int, acc *float32)
 TEXT ·q8_0Tile4AVX2(SB), NOSPLIT, $0-56
 	PROLOGUE
 	VPXOR   Y15, Y15, Y15
@@ -488,7 +493,7 @@ loop4:
 	VZEROUPPER
 	RET
 
-// func q8_0Tile2AVX2(tile *byte, x *BlockQ8_0, sums *int32, nb, count, stride int, acc *float32)
+// func q8_0Tile2AVX2(tile *byte, x *BlockQ8_0, sums *int32, nb, count, lanes int, acc *float32)
 TEXT ·q8_0Tile2AVX2(SB), NOSPLIT, $0-56
 	PROLOGUE
 	VPXOR   Y15, Y15, Y15
@@ -504,7 +509,7 @@ loop2:
 	VZEROUPPER
 	RET
 
-// func q8_0Tile1AVX2(tile *byte, x *BlockQ8_0, sums *int32, nb, count, stride int, acc *float32)
+// func q8_0Tile1AVX2(tile *byte, x *BlockQ8_0, sums *int32, nb, count, lanes int, acc *float32)
 TEXT ·q8_0Tile1AVX2(SB), NOSPLIT, $0-56
 	PROLOGUE
 	VPXOR   Y15, Y15, Y15
@@ -517,21 +522,6 @@ loop1:
 	JNZ  loop1
 
 	VZEROUPPER
-	RET
-
-// func prefetchQ8_0(x *BlockQ8_0, n int)
-// One PREFETCHT0 per 64 bytes of the n > 0 blocks at x.
-TEXT ·prefetchQ8_0(SB), NOSPLIT, $0-16
-	MOVQ   x+0(FP), SI
-	MOVQ   n+8(FP), CX
-	IMUL3Q $36, CX, CX
-	ADDQ   SI, CX
-
-pf:
-	PREFETCHT0 (SI)
-	ADDQ       $64, SI
-	CMPQ       SI, CX
-	JLT        pf
 	RET
 
 DATA q8TileBias<>+0(SB)/4, $0x80808080
