@@ -4,16 +4,20 @@ package cpu
 
 import "unsafe"
 
-// scatterNT does scatterTile with 64-byte non-temporal stores where the
-// CPU has AVX-512 and dst and its stride are 64-byte aligned, and reports
-// whether it did.
+// scatterNT does scatterTile with non-temporal stores, 64 bytes at a time
+// with AVX-512 or two times 32 with AVX2, where dst and its stride are
+// 64-byte aligned, and reports whether it did.
 func scatterNT(dst []float32, ds int, out []float32, n int) bool {
-	if !hasAVX512 || !aligned64(unsafe.Pointer(&dst[0]), ds*4) {
+	if !hasAVX2 || !aligned64(unsafe.Pointer(&dst[0]), ds*4) {
 		return false
 	}
 	_ = dst[(n-1)*ds+15]
 	_ = out[16*n-1]
-	scatterNTAsm(&dst[0], ds*4, &out[0], n)
+	if hasAVX512 {
+		scatterNTAsm(&dst[0], ds*4, &out[0], n)
+	} else {
+		scatterNTAVX2Asm(&dst[0], ds*4, &out[0], n)
+	}
 	return true
 }
 
@@ -22,3 +26,9 @@ func scatterNT(dst []float32, ds int, out []float32, n int) bool {
 //
 //go:noescape
 func scatterNTAsm(dst *float32, strideBytes int, src *float32, n int)
+
+// scatterNTAVX2Asm is scatterNTAsm with two 32-byte non-temporal stores a
+// vector.
+//
+//go:noescape
+func scatterNTAVX2Asm(dst *float32, strideBytes int, src *float32, n int)

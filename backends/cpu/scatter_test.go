@@ -32,7 +32,7 @@ func TestScatterTile(t *testing.T) {
 				buf[i] = guard
 			}
 			dst := buf[c.offset:]
-			if c.name == "nt" { // so that an AVX-512 CPU takes the non-temporal stores
+			if c.name == "nt" { // so that an AVX2 CPU takes the non-temporal stores
 				require.True(t, aligned64(unsafe.Pointer(&dst[0]), c.ds*4))
 			}
 			out := randVec(newRand(3), 16*n, 1)
