@@ -113,37 +113,35 @@ func packIQ2XXSTileAVX2(dst, w []byte, rowBytes int) {
 // blocks are added in order into one float32 sum per row, as DotIQ2XXS
 // adds them.
 func iq2xxsTileAVX2(tile []byte, y []BlockQ8K, n int, out []float32) {
-	nb := checkIQ2XXSTile(tile, y, n, out)
+	halfTileGroups(&iq2xxsHalfTileKernels, tile, y, checkIQ2XXSTile(tile, y, n, out), n, out)
+}
+
+// iq2xxsHalfTileKernels are the AVX2 IQ2_XXS tile kernels.
+var iq2xxsHalfTileKernels = halfTileKernels{iq2xxsTile8AVX2, iq2xxsTile4AVX2, iq2xxsTile2AVX2, iq2xxsTile1AVX2}
+
+// halfTileKernels are the AVX2 kernels of one Q8_K-activation tile kind
+// for groups of 8, 4, 2 and 1 tokens: each sets out[16t+i] for its tokens
+// t and the eight rows i of the tile half that tile points into.
+type halfTileKernels [4]func(tile *byte, y *BlockQ8K, nb int, out *float32)
+
+// halfTileGroups applies the tile of nb blocks to the n tokens of y with
+// kernels k: groups of eight tokens, then at most one group each of 4, 2
+// and 1, each group on the two halves of the tile in turn.
+func halfTileGroups(k *halfTileKernels, tile []byte, y []BlockQ8K, nb, n int, out []float32) {
 	out = out[:n*Q8_0TileRows]
 	if nb == 0 {
 		clear(out)
 		return
 	}
-	// Eight tokens, then at most one group each of 4, 2 and 1; each group
-	// runs on the two halves of the tile in turn.
 	for t := 0; t < n; {
-		g := 8
-		for g > n-t {
-			g /= 2
+		g, kernel := 8, k[0]
+		for i := 1; g > n-t; i++ {
+			g, kernel = g/2, k[i]
 		}
 		for h := range 2 {
-			iq2xxsTileGroupAVX2(g, &tile[32*h], &y[t*nb], nb, &out[t*Q8_0TileRows+8*h])
+			kernel(&tile[32*h], &y[t*nb], nb, &out[t*Q8_0TileRows+8*h])
 		}
 		t += g
-	}
-}
-
-// iq2xxsTileGroupAVX2 runs the kernel for g = 8, 4, 2 or 1 tokens.
-func iq2xxsTileGroupAVX2(g int, tile *byte, y *BlockQ8K, nb int, out *float32) {
-	switch g {
-	case 8:
-		iq2xxsTile8AVX2(tile, y, nb, out)
-	case 4:
-		iq2xxsTile4AVX2(tile, y, nb, out)
-	case 2:
-		iq2xxsTile2AVX2(tile, y, nb, out)
-	default:
-		iq2xxsTile1AVX2(tile, y, nb, out)
 	}
 }
 
@@ -186,37 +184,11 @@ func packQ2KTileAVX2(dst, w []byte, rowBytes int) {
 // q2KTileAVX2 is the AVX2 form of Kernels.Q2KTile. Each token's blocks are
 // added in order into one float32 sum per row, as DotQ2K adds them.
 func q2KTileAVX2(tile []byte, y []BlockQ8K, n int, out []float32) {
-	nb := checkQ2KTile(tile, y, n, out)
-	out = out[:n*Q8_0TileRows]
-	if nb == 0 {
-		clear(out)
-		return
-	}
-	for t := 0; t < n; {
-		g := 8
-		for g > n-t {
-			g /= 2
-		}
-		for h := range 2 {
-			q2KTileGroupAVX2(g, &tile[32*h], &y[t*nb], nb, &out[t*Q8_0TileRows+8*h])
-		}
-		t += g
-	}
+	halfTileGroups(&q2KHalfTileKernels, tile, y, checkQ2KTile(tile, y, n, out), n, out)
 }
 
-// q2KTileGroupAVX2 runs the kernel for g = 8, 4, 2 or 1 tokens.
-func q2KTileGroupAVX2(g int, tile *byte, y *BlockQ8K, nb int, out *float32) {
-	switch g {
-	case 8:
-		q2KTile8AVX2(tile, y, nb, out)
-	case 4:
-		q2KTile4AVX2(tile, y, nb, out)
-	case 2:
-		q2KTile2AVX2(tile, y, nb, out)
-	default:
-		q2KTile1AVX2(tile, y, nb, out)
-	}
-}
+// q2KHalfTileKernels are the AVX2 Q2_K tile kernels.
+var q2KHalfTileKernels = halfTileKernels{q2KTile8AVX2, q2KTile4AVX2, q2KTile2AVX2, q2KTile1AVX2}
 
 // packQ2KTileAVX2Asm packs the 16 Q2_K rows of nb > 0 blocks at w,
 // rowBytes apart, into dst.

@@ -468,12 +468,89 @@
 #define Q2T_TERMS1 \
 	Q2T_TERM(0, (DI), Y0)
 
+// Q2T_INNER is one step of a block's inner loop for the tokens of Tn: four
+// code vector pairs, then SI, DI, R8 and R9 moved on by them.
+#define Q2T_INNER(Tn) \
+	Q2T_STEP(Tn, 0) \
+	Q2T_STEP(Tn, 1) \
+	Q2T_STEP(Tn, 2) \
+	Q2T_STEP(Tn, 3) \
+	ADDQ $512, SI \
+	ADDQ $32, DI \
+	ADDQ $32, R8 \
+	ADDQ $32, R9
+
+// Q2T_FINISH moves SI, DI, R8 and R9 back to the block's start after its
+// eight inner steps, finishes the block with TERMSn and moves to the next.
+#define Q2T_FINISH(TERMSn) \
+	SUBQ $4096, SI \
+	SUBQ $256, DI \
+	SUBQ $256, R8 \
+	SUBQ $256, R9 \
+	TERMSn \
+	ADDQ $const_q2KTileBlockBytes, SI \
+	ADDQ $BlockQ8K__size, DI \
+	ADDQ $BlockQ8K__size, R8 \
+	ADDQ $BlockQ8K__size, R9
+
 // Q2T_PROLOGUE is IQ2T_PROLOGUE with the int16 ones in Y13.
 #define Q2T_PROLOGUE \
 	IQ2T_PROLOGUE \
 	MOVL         $0x00010001, BX \
 	VMOVD        BX, X13 \
 	VPBROADCASTD X13, Y13
+
+// The packs' common parts. Each packs eight rows at a time, rows 0..7 of
+// the tile into the low 32 bytes of each 64-byte vector and rows 8..15
+// into the high ones: R12 points at the first of the eight rows, BX is
+// rowBytes and R11 the half's byte offset in the vectors (0 or 32). Per
+// block SI, R8 and R9 point at rows 0, 3 and 6 (the others are (SI)(BX*1),
+// (SI)(BX*2), (SI)(BX*4), (R8)(BX*2) and (R9)(BX*1)), DI at the packed
+// block's half and CX counts the blocks left.
+
+// PACK_HALF sets up the pointers for the half of R11.
+#define PACK_HALF \
+	MOVQ dst+0(FP), DI \
+	ADDQ R11, DI \
+	MOVQ R12, SI \
+	LEAQ (SI)(BX*2), R8 \
+	ADDQ BX, R8 \
+	LEAQ (R8)(BX*2), R9 \
+	ADDQ BX, R9 \
+	MOVQ nb+24(FP), CX
+
+// PACK_PREFETCH asks for the line at off of each of the eight rows.
+#define PACK_PREFETCH(off) \
+	PREFETCHT0 off(SI) \
+	PREFETCHT0 off(SI)(BX*1) \
+	PREFETCHT0 off(SI)(BX*2) \
+	PREFETCHT0 off(R8) \
+	PREFETCHT0 off(SI)(BX*4) \
+	PREFETCHT0 off(R8)(BX*2) \
+	PREFETCHT0 off(R9) \
+	PREFETCHT0 off(R9)(BX*1)
+
+// PACK_F16 converts the eight rows' f16 at off of their blocks to float32
+// and stores them at to(DI), using X, its Y register Yx and AX.
+#define PACK_F16(off, to, X, Yx) \
+	MOVWLZX   off(SI), AX \
+	VMOVD     AX, X \
+	VPINSRW   $1, off(SI)(BX*1), X, X \
+	VPINSRW   $2, off(SI)(BX*2), X, X \
+	VPINSRW   $3, off(R8), X, X \
+	VPINSRW   $4, off(SI)(BX*4), X, X \
+	VPINSRW   $5, off(R8)(BX*2), X, X \
+	VPINSRW   $6, off(R9), X, X \
+	VPINSRW   $7, off(R9)(BX*1), X, X \
+	VCVTPH2PS X, Yx \
+	VMOVUPS   Yx, to(DI)
+
+// PACK_NEXT_HALF moves R12 to rows 8..15 and R11 to the high half; the
+// flags then say whether the half is still to be packed (JLT).
+#define PACK_NEXT_HALF \
+	LEAQ (R12)(BX*8), R12 \
+	ADDQ $32, R11 \
+	CMPQ R11, $64
 
 // func q8_0Tile4AVX2(tile *byte, x *BlockQ8_0, sums *int32, nb, count, lanes int, acc *float32)
 TEXT ·q8_0Tile4AVX2(SB), NOSPLIT, $0-56
@@ -560,20 +637,13 @@ GLOBL q8TileBias<>(SB), RODATA|NOPTR, $4
 // eight code vector halves. The scales are gathered as f16 words and
 // converted eight at a time.
 TEXT ·packQ8_0TileAVX2Asm(SB), NOSPLIT, $0-32
-	MOVQ         w+8(FP), R10
+	MOVQ         w+8(FP), R12
 	MOVQ         rowBytes+16(FP), BX
 	VPBROADCASTD q8TileBias<>(SB), Y15
-	XORQ         R11, R11 // half: 0 or 32
+	XORQ         R11, R11
 
 half:
-	MOVQ dst+0(FP), DI
-	ADDQ R11, DI
-	MOVQ R10, SI
-	LEAQ (SI)(BX*2), R8
-	ADDQ BX, R8       // row 3
-	LEAQ (R8)(BX*2), R9
-	ADDQ BX, R9       // row 6
-	MOVQ nb+24(FP), CX
+	PACK_HALF
 
 block:
 	VMOVDQU 2(SI), Y0
@@ -590,18 +660,7 @@ block:
 	STOREK(1, Y1, Y5, Y8)
 	STOREK(2, Y2, Y6, Y8)
 	STOREK(3, Y3, Y7, Y8)
-
-	MOVWLZX   (SI), AX
-	VMOVD     AX, X12
-	VPINSRW   $1, (SI)(BX*1), X12, X12
-	VPINSRW   $2, (SI)(BX*2), X12, X12
-	VPINSRW   $3, (R8), X12, X12
-	VPINSRW   $4, (SI)(BX*4), X12, X12
-	VPINSRW   $5, (R8)(BX*2), X12, X12
-	VPINSRW   $6, (R9), X12, X12
-	VPINSRW   $7, (R9)(BX*1), X12, X12
-	VCVTPH2PS X12, Y12
-	VMOVUPS   Y12, 512(DI)
+	PACK_F16(0, 512, X12, Y12)
 
 	ADDQ $34, SI
 	ADDQ $34, R8
@@ -610,9 +669,7 @@ block:
 	DECQ CX
 	JNZ  block
 
-	LEAQ (R10)(BX*8), R10 // rows 8..15
-	ADDQ $32, R11
-	CMPQ R11, $64
+	PACK_NEXT_HALF
 	JLT  half
 	VZEROUPPER
 	RET
@@ -760,35 +817,14 @@ TEXT ·packIQ2XXSTileAVX2Asm(SB), NOSPLIT, $0-32
 	VPBROADCASTD iq2tBias<>(SB), Y13
 	VMOVDQU      ·iq2Ones(SB), Y14
 	VMOVDQU      ·iq2SignShift(SB), Y15
-	XORQ         R11, R11 // half: 0 or 32
+	XORQ         R11, R11
 
 iq2phalf:
-	MOVQ dst+0(FP), DI
-	ADDQ R11, DI
-	MOVQ R12, SI
-	LEAQ (SI)(BX*2), R8
-	ADDQ BX, R8       // row 3
-	LEAQ (R8)(BX*2), R9
-	ADDQ BX, R9       // row 6
-	MOVQ nb+24(FP), CX
+	PACK_HALF
 
 iq2pblock:
-	PREFETCHT0 264(SI)
-	PREFETCHT0 264(SI)(BX*1)
-	PREFETCHT0 264(SI)(BX*2)
-	PREFETCHT0 264(R8)
-	PREFETCHT0 264(SI)(BX*4)
-	PREFETCHT0 264(R8)(BX*2)
-	PREFETCHT0 264(R9)
-	PREFETCHT0 264(R9)(BX*1)
-	PREFETCHT0 328(SI)
-	PREFETCHT0 328(SI)(BX*1)
-	PREFETCHT0 328(SI)(BX*2)
-	PREFETCHT0 328(R8)
-	PREFETCHT0 328(SI)(BX*4)
-	PREFETCHT0 328(R8)(BX*2)
-	PREFETCHT0 328(R9)
-	PREFETCHT0 328(R9)(BX*1)
+	PACK_PREFETCH(264)
+	PACK_PREFETCH(328)
 	IQ2T_PACKGROUP(0)
 	IQ2T_PACKGROUP(1)
 	IQ2T_PACKGROUP(2)
@@ -797,18 +833,7 @@ iq2pblock:
 	IQ2T_PACKGROUP(5)
 	IQ2T_PACKGROUP(6)
 	IQ2T_PACKGROUP(7)
-
-	MOVWLZX   (SI), AX
-	VMOVD     AX, X0
-	VPINSRW   $1, (SI)(BX*1), X0, X0
-	VPINSRW   $2, (SI)(BX*2), X0, X0
-	VPINSRW   $3, (R8), X0, X0
-	VPINSRW   $4, (SI)(BX*4), X0, X0
-	VPINSRW   $5, (R8)(BX*2), X0, X0
-	VPINSRW   $6, (R9), X0, X0
-	VPINSRW   $7, (R9)(BX*1), X0, X0
-	VCVTPH2PS X0, Y0
-	VMOVUPS   Y0, 4608(DI)
+	PACK_F16(0, 4608, X0, Y0)
 
 	ADDQ $const_dotIQ2XXSBytes, SI
 	ADDQ $const_dotIQ2XXSBytes, R8
@@ -817,9 +842,7 @@ iq2pblock:
 	DECQ CX
 	JNZ  iq2pblock
 
-	LEAQ (R12)(BX*8), R12 // rows 8..15
-	ADDQ $32, R11
-	CMPQ R11, $64
+	PACK_NEXT_HALF
 	JLT  iq2phalf
 	VZEROUPPER
 	RET
@@ -955,21 +978,6 @@ GLOBL q2tFifteen<>(SB), RODATA|NOPTR, $4
 	Q2P_ROW(h, j, (R9)(BX*1), Y7) \
 	Q2P_TRANSPOSE(2048*h+512*j)
 
-// Q2P_F16 converts the eight rows' f16 at off of their blocks and stores
-// them as float32 at to(DI).
-#define Q2P_F16(off, to) \
-	MOVWLZX   off(SI), AX \
-	VMOVD     AX, X0 \
-	VPINSRW   $1, off(SI)(BX*1), X0, X0 \
-	VPINSRW   $2, off(SI)(BX*2), X0, X0 \
-	VPINSRW   $3, off(R8), X0, X0 \
-	VPINSRW   $4, off(SI)(BX*4), X0, X0 \
-	VPINSRW   $5, off(R8)(BX*2), X0, X0 \
-	VPINSRW   $6, off(R9), X0, X0 \
-	VPINSRW   $7, off(R9)(BX*1), X0, X0 \
-	VCVTPH2PS X0, Y0 \
-	VMOVUPS   Y0, to(DI)
-
 // func packQ2KTileAVX2Asm(dst, w *byte, rowBytes, nb int)
 //
 // Packs eight rows at a time, rows 0..7 into the low 32 bytes of each
@@ -982,35 +990,14 @@ TEXT ·packQ2KTileAVX2Asm(SB), NOSPLIT, $0-32
 	LEAQ         q2tScale<>(SB), R13
 	VPBROADCASTD q2tThree<>(SB), Y12
 	VPBROADCASTD q2tFifteen<>(SB), Y13
-	XORQ         R11, R11 // half: 0 or 32
+	XORQ         R11, R11
 
 q2phalf:
-	MOVQ dst+0(FP), DI
-	ADDQ R11, DI
-	MOVQ R12, SI
-	LEAQ (SI)(BX*2), R8
-	ADDQ BX, R8       // row 3
-	LEAQ (R8)(BX*2), R9
-	ADDQ BX, R9       // row 6
-	MOVQ nb+24(FP), CX
+	PACK_HALF
 
 q2pblock:
-	PREFETCHT0 336(SI)
-	PREFETCHT0 336(SI)(BX*1)
-	PREFETCHT0 336(SI)(BX*2)
-	PREFETCHT0 336(R8)
-	PREFETCHT0 336(SI)(BX*4)
-	PREFETCHT0 336(R8)(BX*2)
-	PREFETCHT0 336(R9)
-	PREFETCHT0 336(R9)(BX*1)
-	PREFETCHT0 400(SI)
-	PREFETCHT0 400(SI)(BX*1)
-	PREFETCHT0 400(SI)(BX*2)
-	PREFETCHT0 400(R8)
-	PREFETCHT0 400(SI)(BX*4)
-	PREFETCHT0 400(R8)(BX*2)
-	PREFETCHT0 400(R9)
-	PREFETCHT0 400(R9)(BX*1)
+	PACK_PREFETCH(336)
+	PACK_PREFETCH(400)
 	Q2P_CODES(0, 0)
 	Q2P_CODES(0, 1)
 	Q2P_CODES(0, 2)
@@ -1028,8 +1015,8 @@ q2pblock:
 	Q2P_MINROW((R9), Y6)
 	Q2P_MINROW((R9)(BX*1), Y7)
 	Q2P_TRANSPOSE(4096)
-	Q2P_F16(80, 4608)
-	Q2P_F16(82, 4672)
+	PACK_F16(80, 4608, X0, Y0)
+	PACK_F16(82, 4672, X0, Y0)
 
 	ADDQ $const_dotQ2KBytes, SI
 	ADDQ $const_dotQ2KBytes, R8
@@ -1038,9 +1025,7 @@ q2pblock:
 	DECQ CX
 	JNZ  q2pblock
 
-	LEAQ (R12)(BX*8), R12 // rows 8..15
-	ADDQ $32, R11
-	CMPQ R11, $64
+	PACK_NEXT_HALF
 	JLT  q2phalf
 	VZEROUPPER
 	RET
@@ -1054,26 +1039,10 @@ q2t8block:
 	MOVQ $8, R10
 
 q2t8inner:
-	Q2T_STEP(Q2T_T8, 0)
-	Q2T_STEP(Q2T_T8, 1)
-	Q2T_STEP(Q2T_T8, 2)
-	Q2T_STEP(Q2T_T8, 3)
-	ADDQ $512, SI
-	ADDQ $32, DI
-	ADDQ $32, R8
-	ADDQ $32, R9
+	Q2T_INNER(Q2T_T8)
 	DECQ R10
 	JNZ  q2t8inner
-
-	SUBQ $4096, SI
-	SUBQ $256, DI
-	SUBQ $256, R8
-	SUBQ $256, R9
-	Q2T_TERMS8
-	ADDQ $const_q2KTileBlockBytes, SI
-	ADDQ $BlockQ8K__size, DI
-	ADDQ $BlockQ8K__size, R8
-	ADDQ $BlockQ8K__size, R9
+	Q2T_FINISH(Q2T_TERMS8)
 	DECQ CX
 	JNZ  q2t8block
 	VZEROUPPER
@@ -1088,26 +1057,10 @@ q2t4block:
 	MOVQ $8, R10
 
 q2t4inner:
-	Q2T_STEP(Q2T_T4, 0)
-	Q2T_STEP(Q2T_T4, 1)
-	Q2T_STEP(Q2T_T4, 2)
-	Q2T_STEP(Q2T_T4, 3)
-	ADDQ $512, SI
-	ADDQ $32, DI
-	ADDQ $32, R8
-	ADDQ $32, R9
+	Q2T_INNER(Q2T_T4)
 	DECQ R10
 	JNZ  q2t4inner
-
-	SUBQ $4096, SI
-	SUBQ $256, DI
-	SUBQ $256, R8
-	SUBQ $256, R9
-	Q2T_TERMS4
-	ADDQ $const_q2KTileBlockBytes, SI
-	ADDQ $BlockQ8K__size, DI
-	ADDQ $BlockQ8K__size, R8
-	ADDQ $BlockQ8K__size, R9
+	Q2T_FINISH(Q2T_TERMS4)
 	DECQ CX
 	JNZ  q2t4block
 	VZEROUPPER
@@ -1122,26 +1075,10 @@ q2t2block:
 	MOVQ $8, R10
 
 q2t2inner:
-	Q2T_STEP(Q2T_T2, 0)
-	Q2T_STEP(Q2T_T2, 1)
-	Q2T_STEP(Q2T_T2, 2)
-	Q2T_STEP(Q2T_T2, 3)
-	ADDQ $512, SI
-	ADDQ $32, DI
-	ADDQ $32, R8
-	ADDQ $32, R9
+	Q2T_INNER(Q2T_T2)
 	DECQ R10
 	JNZ  q2t2inner
-
-	SUBQ $4096, SI
-	SUBQ $256, DI
-	SUBQ $256, R8
-	SUBQ $256, R9
-	Q2T_TERMS2
-	ADDQ $const_q2KTileBlockBytes, SI
-	ADDQ $BlockQ8K__size, DI
-	ADDQ $BlockQ8K__size, R8
-	ADDQ $BlockQ8K__size, R9
+	Q2T_FINISH(Q2T_TERMS2)
 	DECQ CX
 	JNZ  q2t2block
 	VZEROUPPER
@@ -1156,26 +1093,10 @@ q2t1block:
 	MOVQ $8, R10
 
 q2t1inner:
-	Q2T_STEP(Q2T_T1, 0)
-	Q2T_STEP(Q2T_T1, 1)
-	Q2T_STEP(Q2T_T1, 2)
-	Q2T_STEP(Q2T_T1, 3)
-	ADDQ $512, SI
-	ADDQ $32, DI
-	ADDQ $32, R8
-	ADDQ $32, R9
+	Q2T_INNER(Q2T_T1)
 	DECQ R10
 	JNZ  q2t1inner
-
-	SUBQ $4096, SI
-	SUBQ $256, DI
-	SUBQ $256, R8
-	SUBQ $256, R9
-	Q2T_TERMS1
-	ADDQ $const_q2KTileBlockBytes, SI
-	ADDQ $BlockQ8K__size, DI
-	ADDQ $BlockQ8K__size, R8
-	ADDQ $BlockQ8K__size, R9
+	Q2T_FINISH(Q2T_TERMS1)
 	DECQ CX
 	JNZ  q2t1block
 	VZEROUPPER
