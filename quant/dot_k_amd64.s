@@ -161,8 +161,9 @@ GLOBL ·iq2Ones(SB), RODATA|NOPTR, $32
 // (VPSADBW: 255 times the count), moved to the byte's top bit. ORing in
 // 1 leaves every byte nonzero, negative where its weight is, for
 // VPSIGNB. The scale multiplier comes from the table at R10. Shift, Repl,
-// Bits, Test, Zero and Ones are the constants above and a zero register
-// or their memory operands. Clobbers DX, Y3, Y4 and Y5.
+// Bits, Test and Ones are the constants above, in registers or as memory
+// operands, and Zero a register or memory of zeros. Clobbers DX, Y3, Y4
+// and Y5.
 #define IQ2EXPAND(g, Shift, Repl, Bits, Test, Zero, Ones) \
 	MOVBLZX (g*8+2)(SI), DX; \
 	VMOVQ   (R8)(DX*8), X2; \
