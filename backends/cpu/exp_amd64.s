@@ -37,7 +37,8 @@ DATA expdata<>+108(SB)/4, $0x42c80000         // float32 100
 DATA expdata<>+112(SB)/4, $0x00400000         // float32 quiet-NaN bit
 DATA expdata<>+116(SB)/4, $0x80000000         // float32 sign bit
 DATA expdata<>+120(SB)/4, $0x3f800000         // float32 1
-GLOBL expdata<>(SB), RODATA|NOPTR, $124
+DATA expdata<>+128(SB)/8, $0x43300000000003ff  // 2^52 + 1023 (AVX2: 2^n from n)
+GLOBL expdata<>(SB), RODATA|NOPTR, $136
 
 // EXPCONSTS broadcasts the float64 constants into Z16-Z28 and the float32
 // lower clamp into Z30.
@@ -247,6 +248,241 @@ GLOBL expdata<>(SB), RODATA|NOPTR, $124
 	VINSERTF64X4  $1, Y3, Z2, Z2;                  \
 	VPORD         Z15, Z0, K1, Z2
 
+// The AVX2 forms (expfsAVX2 and swigluAVX2, after the AVX-512 ones) (for CPUs without AVX-512) do the same float64
+// arithmetic four lanes to a register, with two substitutes for
+// instructions AVX2 lacks: VROUNDPD $8 rounds to nearest even as
+// VRNDSCALEPD $8 does, and the multiply by 2^n takes 2^n built from n (an
+// integer in [-159, 145]: adding 2^52 + 1023 leaves 1023 + n in the low
+// mantissa bits, and a shift by 52 moves them into the exponent), which
+// is exact and is the scalar code's own multiply. AVX2 has 16 vector
+// registers, too few for the constants and four chains, so the constants
+// are broadcast once a call into the stack frame and read from there as
+// memory operands; NaN lanes are patched with VBLENDVPS instead of masks.
+
+// The frame holds, 32 bytes each from offset 0: log2(e), ln2 upper,
+// ln2 lower, 1/16, 1/8! … 1/3!, 0.5, 1.0, 2.0 and 2^52 + 1023 as float64,
+// then from 448 -110, 100, the quiet-NaN bit, the sign bit and 1 as
+// float32: 608 bytes.
+// EXPVCONSTS fills the frame's constants from expdata, using Y0.
+#define EXPVCONSTS \
+	VBROADCASTSD expdata<>+0(SB), Y0;   \
+	VMOVUPD      Y0, 0(SP);             \
+	VBROADCASTSD expdata<>+8(SB), Y0;   \
+	VMOVUPD      Y0, 32(SP);            \
+	VBROADCASTSD expdata<>+16(SB), Y0;  \
+	VMOVUPD      Y0, 64(SP);            \
+	VBROADCASTSD expdata<>+24(SB), Y0;  \
+	VMOVUPD      Y0, 96(SP);            \
+	VBROADCASTSD expdata<>+32(SB), Y0;  \
+	VMOVUPD      Y0, 128(SP);           \
+	VBROADCASTSD expdata<>+40(SB), Y0;  \
+	VMOVUPD      Y0, 160(SP);           \
+	VBROADCASTSD expdata<>+48(SB), Y0;  \
+	VMOVUPD      Y0, 192(SP);           \
+	VBROADCASTSD expdata<>+56(SB), Y0;  \
+	VMOVUPD      Y0, 224(SP);           \
+	VBROADCASTSD expdata<>+64(SB), Y0;  \
+	VMOVUPD      Y0, 256(SP);           \
+	VBROADCASTSD expdata<>+72(SB), Y0;  \
+	VMOVUPD      Y0, 288(SP);           \
+	VBROADCASTSD expdata<>+80(SB), Y0;  \
+	VMOVUPD      Y0, 320(SP);           \
+	VBROADCASTSD expdata<>+88(SB), Y0;  \
+	VMOVUPD      Y0, 352(SP);           \
+	VBROADCASTSD expdata<>+96(SB), Y0;  \
+	VMOVUPD      Y0, 384(SP);           \
+	VBROADCASTSD expdata<>+128(SB), Y0; \
+	VMOVUPD      Y0, 416(SP);           \
+	VBROADCASTSS expdata<>+104(SB), Y0; \
+	VMOVUPS      Y0, 448(SP);           \
+	VBROADCASTSS expdata<>+108(SB), Y0; \
+	VMOVUPS      Y0, 480(SP);           \
+	VBROADCASTSS expdata<>+112(SB), Y0; \
+	VMOVUPS      Y0, 512(SP);           \
+	VBROADCASTSS expdata<>+116(SB), Y0; \
+	VMOVUPS      Y0, 544(SP);           \
+	VBROADCASTSS expdata<>+120(SB), Y0; \
+	VMOVUPS      Y0, 576(SP)
+
+// EXPY4 replaces the four float64 lanes of each of x0..x3 by their exp,
+// the steps of EXP4 with the constants at EXPV_* in the frame; p and n
+// are scratch.
+#define EXPY4(x0, p0, n0, x1, p1, n1, x2, p2, n2, x3, p3, n3) \
+	VMULPD       0(SP), x0, p0; \
+	VMULPD       0(SP), x1, p1; \
+	VMULPD       0(SP), x2, p2; \
+	VMULPD       0(SP), x3, p3; \
+	VROUNDPD     $8, p0, n0; \
+	VROUNDPD     $8, p1, n1; \
+	VROUNDPD     $8, p2, n2; \
+	VROUNDPD     $8, p3, n3; \
+	VFNMADD231PD 32(SP), n0, x0; \
+	VFNMADD231PD 32(SP), n1, x1; \
+	VFNMADD231PD 32(SP), n2, x2; \
+	VFNMADD231PD 32(SP), n3, x3; \
+	VFNMADD231PD 64(SP), n0, x0; \
+	VFNMADD231PD 64(SP), n1, x1; \
+	VFNMADD231PD 64(SP), n2, x2; \
+	VFNMADD231PD 64(SP), n3, x3; \
+	VMULPD       96(SP), x0, x0; \
+	VMULPD       96(SP), x1, x1; \
+	VMULPD       96(SP), x2, x2; \
+	VMULPD       96(SP), x3, x3; \
+	VMOVUPD      128(SP), p0; \
+	VMOVUPD      128(SP), p1; \
+	VMOVUPD      128(SP), p2; \
+	VMOVUPD      128(SP), p3; \
+	VFMADD213PD  160(SP), x0, p0; \
+	VFMADD213PD  160(SP), x1, p1; \
+	VFMADD213PD  160(SP), x2, p2; \
+	VFMADD213PD  160(SP), x3, p3; \
+	VFMADD213PD  192(SP), x0, p0; \
+	VFMADD213PD  192(SP), x1, p1; \
+	VFMADD213PD  192(SP), x2, p2; \
+	VFMADD213PD  192(SP), x3, p3; \
+	VFMADD213PD  224(SP), x0, p0; \
+	VFMADD213PD  224(SP), x1, p1; \
+	VFMADD213PD  224(SP), x2, p2; \
+	VFMADD213PD  224(SP), x3, p3; \
+	VFMADD213PD  256(SP), x0, p0; \
+	VFMADD213PD  256(SP), x1, p1; \
+	VFMADD213PD  256(SP), x2, p2; \
+	VFMADD213PD  256(SP), x3, p3; \
+	VFMADD213PD  288(SP), x0, p0; \
+	VFMADD213PD  288(SP), x1, p1; \
+	VFMADD213PD  288(SP), x2, p2; \
+	VFMADD213PD  288(SP), x3, p3; \
+	VFMADD213PD  320(SP), x0, p0; \
+	VFMADD213PD  320(SP), x1, p1; \
+	VFMADD213PD  320(SP), x2, p2; \
+	VFMADD213PD  320(SP), x3, p3; \
+	VFMADD213PD  352(SP), x0, p0; \
+	VFMADD213PD  352(SP), x1, p1; \
+	VFMADD213PD  352(SP), x2, p2; \
+	VFMADD213PD  352(SP), x3, p3; \
+	VMULPD       p0, x0, x0; \
+	VMULPD       p1, x1, x1; \
+	VMULPD       p2, x2, x2; \
+	VMULPD       p3, x3, x3; \
+	VADDPD       384(SP), x0, p0; \
+	VADDPD       384(SP), x1, p1; \
+	VADDPD       384(SP), x2, p2; \
+	VADDPD       384(SP), x3, p3; \
+	VMULPD       p0, x0, x0; \
+	VMULPD       p1, x1, x1; \
+	VMULPD       p2, x2, x2; \
+	VMULPD       p3, x3, x3; \
+	VADDPD       384(SP), x0, p0; \
+	VADDPD       384(SP), x1, p1; \
+	VADDPD       384(SP), x2, p2; \
+	VADDPD       384(SP), x3, p3; \
+	VMULPD       p0, x0, x0; \
+	VMULPD       p1, x1, x1; \
+	VMULPD       p2, x2, x2; \
+	VMULPD       p3, x3, x3; \
+	VADDPD       384(SP), x0, p0; \
+	VADDPD       384(SP), x1, p1; \
+	VADDPD       384(SP), x2, p2; \
+	VADDPD       384(SP), x3, p3; \
+	VMULPD       p0, x0, x0; \
+	VMULPD       p1, x1, x1; \
+	VMULPD       p2, x2, x2; \
+	VMULPD       p3, x3, x3; \
+	VADDPD       384(SP), x0, p0; \
+	VADDPD       384(SP), x1, p1; \
+	VADDPD       384(SP), x2, p2; \
+	VADDPD       384(SP), x3, p3; \
+	VFMADD213PD  352(SP), p0, x0; \
+	VFMADD213PD  352(SP), p1, x1; \
+	VFMADD213PD  352(SP), p2, x2; \
+	VFMADD213PD  352(SP), p3, x3; \
+	VADDPD       416(SP), n0, n0; \
+	VADDPD       416(SP), n1, n1; \
+	VADDPD       416(SP), n2, n2; \
+	VADDPD       416(SP), n3, n3; \
+	VPSLLQ       $52, n0, n0; \
+	VPSLLQ       $52, n1, n1; \
+	VPSLLQ       $52, n2, n2; \
+	VPSLLQ       $52, n3, n3; \
+	VMULPD       n0, x0, x0; \
+	VMULPD       n1, x1, x1; \
+	VMULPD       n2, x2, x2; \
+	VMULPD       n3, x3, x3
+
+
+// EXPY16 sets Y4 and Y6 to expf of the 16 floats at (SI) (Y8-Y15 and
+// Y0-Y7 scratch): clamped to [-110, 100], widened, EXPY4, narrowed, and
+// each NaN lane then replaced by its input made quiet.
+#define EXPY16 \
+	VMOVUPS      (SI), Y0;                \
+	VMOVUPS      32(SI), Y1;              \
+	VMAXPS       448(SP), Y0, Y0;         \
+	VMAXPS       448(SP), Y1, Y1;         \
+	VMINPS       480(SP), Y0, Y0;         \
+	VMINPS       480(SP), Y1, Y1;         \
+	VCVTPS2PD    X0, Y4;                  \
+	VEXTRACTF128 $1, Y0, X0;              \
+	VCVTPS2PD    X0, Y5;                  \
+	VCVTPS2PD    X1, Y6;                  \
+	VEXTRACTF128 $1, Y1, X1;              \
+	VCVTPS2PD    X1, Y7;                  \
+	EXPY4(Y4, Y8, Y12, Y5, Y9, Y13, Y6, Y10, Y14, Y7, Y11, Y15); \
+	VCVTPD2PSY   Y4, X4;                  \
+	VCVTPD2PSY   Y5, X5;                  \
+	VINSERTF128  $1, X5, Y4, Y4;          \
+	VCVTPD2PSY   Y6, X6;                  \
+	VCVTPD2PSY   Y7, X7;                  \
+	VINSERTF128  $1, X7, Y6, Y6;          \
+	VMOVUPS      (SI), Y0;                \
+	VCMPPS       $3, Y0, Y0, Y1;          \
+	VORPS        512(SP), Y0, Y0;         \
+	VBLENDVPS    Y1, Y0, Y4, Y4;          \
+	VMOVUPS      32(SI), Y0;              \
+	VCMPPS       $3, Y0, Y0, Y1;          \
+	VORPS        512(SP), Y0, Y0;         \
+	VBLENDVPS    Y1, Y0, Y6, Y6
+
+// SWIGLUY8 takes the 8 lanes of g (Y0) and u (Y1), none NaN, stores
+// g' = min(g, clamp) at goff(SP) and u' = min(max(u, -clamp), clamp) at
+// uoff(SP), with Go's signed-zero rules as SWIGLU16 keeps them (equal
+// operands take their OR for min, AND for max), and widens max(-|g'|,
+// -110) into the float64 registers Ylo and Yhi. The clamp is at 608(SP),
+// -clamp at 640(SP). Clobbers Y0-Y3.
+#define SWIGLUY8(goff, uoff, Ylo, Yhi) \
+	VMINPS       608(SP), Y0, Y2;         \
+	VCMPPS       $0, 608(SP), Y0, Y3;     \
+	VORPS        608(SP), Y0, Y0;         \
+	VBLENDVPS    Y3, Y0, Y2, Y2;          \
+	VMOVUPS      Y2, goff(SP);            \
+	VMAXPS       640(SP), Y1, Y0;         \
+	VCMPPS       $0, 640(SP), Y1, Y3;     \
+	VANDPS       640(SP), Y1, Y1;         \
+	VBLENDVPS    Y3, Y1, Y0, Y0;          \
+	VMINPS       608(SP), Y0, Y1;         \
+	VCMPPS       $0, 608(SP), Y0, Y3;     \
+	VORPS        608(SP), Y0, Y0;         \
+	VBLENDVPS    Y3, Y0, Y1, Y1;          \
+	VMOVUPS      Y1, uoff(SP);            \
+	VORPS        544(SP), Y2, Y2;         \
+	VMAXPS       448(SP), Y2, Y2;         \
+	VCVTPS2PD    X2, Ylo;                 \
+	VEXTRACTF128 $1, Y2, X2;              \
+	VCVTPS2PD    X2, Yhi
+
+// SWIGLUOUT finishes 8 lanes from their exp(-|g'|) in Ye: the sigmoid
+// 1/(1+e) where g' >= 0 and e/(1+e) below, times g', u' and the weight
+// (at 672(SP)), into Ye. Clobbers Y0-Y2.
+#define SWIGLUOUT(goff, uoff, Ye) \
+	VADDPS       576(SP), Ye, Y1;         \
+	VMOVUPS      goff(SP), Y2;            \
+	VXORPS       Y0, Y0, Y0;              \
+	VCMPPS       $0x1d, Y0, Y2, Y0;       \
+	VBLENDVPS    Y0, 576(SP), Ye, Ye;     \
+	VDIVPS       Y1, Ye, Ye;              \
+	VMULPS       Ye, Y2, Ye;              \
+	VMULPS       uoff(SP), Ye, Ye;        \
+	VMULPS       672(SP), Ye, Ye
+
 // func expfsAVX512(dst, src *float32, n int)
 TEXT ·expfsAVX512(SB), NOSPLIT, $0-24
 	MOVQ dst+0(FP), DI
@@ -381,6 +617,79 @@ swiglutail:
 	MOVQ      CX, AX
 
 swiglustop:
+	MOVQ AX, ret+40(FP)
+	VZEROUPPER
+	RET
+
+// func expfsAVX2(dst, src *float32, n int)
+TEXT ·expfsAVX2(SB), 0, $608-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	EXPVCONSTS
+	SHRQ $4, CX
+
+expvloop:
+	EXPY16
+	VMOVUPS Y4, (DI)
+	VMOVUPS Y6, 32(DI)
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	DECQ    CX
+	JNZ     expvloop
+	VZEROUPPER
+	RET
+
+// func swigluAVX2(dst, gate, up *float32, n int, clamp, weight float32) int
+// It does blocks of 16 floats and stops at the first one of gate or up
+// holding a NaN, or where fewer than 16 are left; it returns the number
+// of floats done.
+TEXT ·swigluAVX2(SB), 0, $832-48
+	MOVQ         dst+0(FP), DI
+	MOVQ         gate+8(FP), SI
+	MOVQ         up+16(FP), DX
+	MOVQ         n+24(FP), CX
+	EXPVCONSTS
+	VBROADCASTSS clamp+32(FP), Y0
+	VMOVUPS      Y0, 608(SP)
+	VXORPS       544(SP), Y0, Y0
+	VMOVUPS      Y0, 640(SP)
+	VBROADCASTSS weight+36(FP), Y0
+	VMOVUPS      Y0, 672(SP)
+	XORQ         AX, AX
+
+swigluvloop:
+	LEAQ      16(AX), BX
+	CMPQ      BX, CX
+	JGT       swigluvstop
+	VMOVUPS   (SI)(AX*4), Y0
+	VCMPPS    $3, (DX)(AX*4), Y0, Y0
+	VMOVUPS   32(SI)(AX*4), Y1
+	VCMPPS    $3, 32(DX)(AX*4), Y1, Y1
+	VORPS     Y1, Y0, Y0
+	VPTEST    Y0, Y0
+	JNZ       swigluvstop
+	VMOVUPS   (SI)(AX*4), Y0
+	VMOVUPS   (DX)(AX*4), Y1
+	SWIGLUY8(704, 768, Y4, Y5)
+	VMOVUPS   32(SI)(AX*4), Y0
+	VMOVUPS   32(DX)(AX*4), Y1
+	SWIGLUY8(736, 800, Y6, Y7)
+	EXPY4(Y4, Y8, Y12, Y5, Y9, Y13, Y6, Y10, Y14, Y7, Y11, Y15)
+	VCVTPD2PSY  Y4, X4
+	VCVTPD2PSY  Y5, X5
+	VINSERTF128 $1, X5, Y4, Y4
+	VCVTPD2PSY  Y6, X6
+	VCVTPD2PSY  Y7, X7
+	VINSERTF128 $1, X7, Y6, Y6
+	SWIGLUOUT(704, 768, Y4)
+	SWIGLUOUT(736, 800, Y6)
+	VMOVUPS   Y4, (DI)(AX*4)
+	VMOVUPS   Y6, 32(DI)(AX*4)
+	MOVQ      BX, AX
+	JMP       swigluvloop
+
+swigluvstop:
 	MOVQ AX, ret+40(FP)
 	VZEROUPPER
 	RET

@@ -18,13 +18,28 @@ var expFull = flag.Bool("expfull", false, "check expfs on all 2^32 float32 bit p
 // rounded once to float32.
 func expRef(x float32) float32 { return float32(math.Exp(float64(x))) }
 
-// requireExpfs checks expfs on src, out of place and in place, bit for
-// bit against expRef.
-func requireExpfs(t *testing.T, src []float32) {
+// expForm is one implementation of expfs and of the SwiGLU (swiglu's
+// contract); expForms lists those of this build and CPU.
+type expForm struct {
+	name   string
+	exp    func(dst, src []float32)
+	swiglu func(dst, g, u []float32, clamp, weight float32)
+}
+
+// forEachExpForm runs f as a subtest for each of expForms.
+func forEachExpForm(t *testing.T, f func(t *testing.T, e expForm)) {
+	for _, e := range expForms() {
+		t.Run("form="+e.name, func(t *testing.T) { f(t, e) })
+	}
+}
+
+// requireExpfs checks exp on src, out of place and in place, bit for bit
+// against expRef.
+func requireExpfs(t *testing.T, exp func(dst, src []float32), src []float32) {
 	t.Helper()
 	src = append(make([]float32, 1, len(src)+1), src...)[1:] // misaligned by one float
 	dst := make([]float32, len(src)+1)[1:]
-	expfs(dst, src)
+	exp(dst, src)
 	for i, x := range src {
 		if want := expRef(x); math.Float32bits(dst[i]) != math.Float32bits(want) {
 			t.Fatalf("expfs(%g [%#08x]) at %d of %d = %g [%#08x], want %g [%#08x]",
@@ -32,7 +47,7 @@ func requireExpfs(t *testing.T, src []float32) {
 		}
 	}
 	in := append([]float32(nil), src...)
-	expfs(in, in)
+	exp(in, in)
 	for i := range in {
 		if math.Float32bits(dst[i]) != math.Float32bits(in[i]) {
 			t.Fatalf("in place, element %d of %d: %#08x, out of place %#08x", i, len(in), math.Float32bits(in[i]), math.Float32bits(dst[i]))
@@ -108,8 +123,14 @@ func TestExpHardCases(t *testing.T) {
 	}
 }
 
-// TestExpfs holds expfs bit-identical to float32(math.Exp(float64(x))).
+// TestExpfs holds expfs, in each of its forms, bit-identical to
+// float32(math.Exp(float64(x))).
 func TestExpfs(t *testing.T) {
+	forEachExpForm(t, testExpfs)
+}
+
+func testExpfs(t *testing.T, e expForm) {
+	requireExpfs := func(t *testing.T, src []float32) { requireExpfs(t, e.exp, src) }
 	t.Run("sweep", func(t *testing.T) {
 		// Every 47th float32 of [-110, 100], all lane positions
 		// covered: 48M inputs (6M with -short or the race detector,
@@ -169,7 +190,7 @@ func TestExpfs(t *testing.T) {
 		for n := range 40 {
 			buf := make([]float32, 41)
 			buf[n] = 12345
-			expfs(buf[:n], src[:n])
+			e.exp(buf[:n], src[:n])
 			require.Equal(t, float32(12345), buf[n], "n=%d", n)
 		}
 	})
@@ -213,10 +234,15 @@ func TestExpfsAll(t *testing.T) {
 	require.Zero(t, bad.Load(), "mismatches (first at %#08x)", first.Load())
 }
 
-// TestSwiGLUVector holds the vector SwiGLU bit-identical to the scalar
-// loop on random rows with clamp hits, signed zeros, infinities and NaNs
-// (single and paired, with different payloads), at lengths 0 to 600.
+// TestSwiGLUVector holds each form of the vector SwiGLU bit-identical to
+// the scalar loop on random rows with clamp hits, signed zeros, infinities
+// and NaNs (single and paired, with different payloads), at lengths 0 to
+// 600.
 func TestSwiGLUVector(t *testing.T) {
+	forEachExpForm(t, testSwiGLUVector)
+}
+
+func testSwiGLUVector(t *testing.T, e expForm) {
 	r := newRand(9)
 	inf := float32(math.Inf(1))
 	nan1, nan2 := math.Float32frombits(0x7fc00001), math.Float32frombits(0xffa00002)
@@ -251,7 +277,7 @@ func TestSwiGLUVector(t *testing.T) {
 				swigluGo(want, g, u, c.clamp, c.weight)
 				got := make([]float32, n+2)[1:]
 				got[n] = 12345
-				swiglu(got[:n], g, u, c.clamp, c.weight)
+				e.swiglu(got[:n], g, u, c.clamp, c.weight)
 				for i := range n {
 					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 						t.Fatalf("%s: element %d (g=%g u=%g) = %g [%#08x], want %g [%#08x]",
