@@ -20,7 +20,7 @@ type Kernels struct {
 	F32      func(w []byte, x []float32) float32
 
 	PackQ8_0Tile func(dst, w []byte, rowBytes int)                                    // packs the 16 rows w[i*rowBytes:(i+1)*rowBytes] (rowBytes = nb*34) into dst[:Q8_0TileBytes(nb)] (tile.go); nil where the set has no tile kernel
-	Q8_0Tile     func(tile []byte, x []BlockQ8_0, sums []int32, n int, out []float32) // out[t*16+i] = Q8_0(row i, x[t*nb:(t+1)*nb]) bit for bit (codes in -127..127, Q8_0's precondition) for t < n, i < 16; sums = Q8_0Sums(x); nil where PackQ8_0Tile is
+	Q8_0Tile     func(tile []byte, x []BlockQ8_0, sums []int32, n int, out []float32) // out[t*16+i] = Q8_0(row i, x[t*nb:(t+1)*nb]) bit for bit (codes in -127..127, Q8_0's precondition) for t < n, i < 16; sums = Q8_0Sums(x) (the avx2 set does not read it); nil where PackQ8_0Tile is
 
 	PackIQ2XXSTile func(dst, w []byte, rowBytes int)                     // packs the 16 rows w[i*rowBytes:(i+1)*rowBytes] (rowBytes = nb*66) into dst[:IQ2XXSTileBytes(nb)] (tile_iq2.go); nil where the set has no IQ2_XXS tile kernel
 	IQ2XXSTile     func(tile []byte, y []BlockQ8K, n int, out []float32) // out[t*16+i] = IQ2XXS(row i, y[t*nb:(t+1)*nb]) bit for bit for t < n, i < 16 (y's Bsums as QuantizeQ8K sets them); nil where PackIQ2XXSTile is

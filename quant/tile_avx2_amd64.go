@@ -18,7 +18,8 @@ func packQ8_0TileAVX2(dst, w []byte, rowBytes int) {
 	}
 }
 
-// q8_0TileAVX2 is the AVX2 form of Kernels.Q8_0Tile.
+// q8_0TileAVX2 is the AVX2 form of Kernels.Q8_0Tile. Its kernels form
+// Σw·x directly and leave sums unused.
 func q8_0TileAVX2(tile []byte, x []BlockQ8_0, sums []int32, n int, out []float32) {
 	nb := checkQ8_0Tile(tile, x, sums, n, out)
 	out = out[:n*Q8_0TileRows]
@@ -27,25 +28,25 @@ func q8_0TileAVX2(tile []byte, x []BlockQ8_0, sums []int32, n int, out []float32
 		return
 	}
 	nb8 := nb &^ 7
-	// lanes[k] holds the sums of the blocks ≡ k mod 8 of up to four tokens.
-	// The kernels walk the first nb8 blocks in order, adding each to its
-	// lane, so that the activations stream: walking each lane's blocks
-	// eight apart instead left the hardware prefetchers behind and, in
-	// prefill, the kernels at 0.6 of their speed in cache.
-	var lanes [8][4 * Q8_0TileRows]float32
+	// lanes[k] holds the sums of the blocks ≡ k mod 8 of up to eight
+	// tokens. The kernels walk the first nb8 blocks in order, adding each
+	// to its lane, so that the activations stream: walking each lane's
+	// blocks eight apart instead left the hardware prefetchers behind
+	// and, in prefill, the kernels at 0.6 of their speed in cache.
+	var lanes [8][8 * Q8_0TileRows]float32
 	for t := 0; t < n; {
-		g := 4
+		g := 8
 		for g > n-t {
 			g /= 2
 		}
 		o := out[t*Q8_0TileRows : (t+g)*Q8_0TileRows]
-		xt, st := x[t*nb:], sums[t*nb:]
+		xt := x[t*nb:]
 		if nb8 > 0 {
 			for k := range lanes {
 				clear(lanes[k][:g*Q8_0TileRows])
 			}
 			for h := range 2 {
-				q8_0TileGroupAVX2(g, &tile[32*h], &xt[0], &st[0], nb, nb8, len(lanes), &lanes[0][8*h])
+				q8_0TileGroupAVX2(g, &tile[32*h], &xt[0], nb, nb8, len(lanes), &lanes[0][8*h])
 			}
 			for v := range o {
 				o[v] = ((lanes[0][v] + lanes[4][v]) + (lanes[2][v] + lanes[6][v])) +
@@ -56,45 +57,52 @@ func q8_0TileAVX2(tile []byte, x []BlockQ8_0, sums []int32, n int, out []float32
 		}
 		if nb > nb8 {
 			for h := range 2 {
-				q8_0TileGroupAVX2(g, &tile[nb8*q8_0TileBlockBytes+32*h], &xt[nb8], &st[nb8], nb, nb-nb8, 1, &o[8*h])
+				q8_0TileGroupAVX2(g, &tile[nb8*q8_0TileBlockBytes+32*h], &xt[nb8], nb, nb-nb8, 1, &o[8*h])
 			}
 		}
 		t += g
 	}
 }
 
-// q8_0TileGroupAVX2 runs the kernel for g = 4, 2 or 1 tokens.
-func q8_0TileGroupAVX2(g int, tile *byte, x *BlockQ8_0, sums *int32, nb, count, lanes int, acc *float32) {
+// q8_0TileGroupAVX2 runs the kernel for g = 8, 4, 2 or 1 tokens.
+func q8_0TileGroupAVX2(g int, tile *byte, x *BlockQ8_0, nb, count, lanes int, acc *float32) {
 	switch g {
+	case 8:
+		q8_0Tile8AVX2(tile, x, nb, count, lanes, acc)
 	case 4:
-		q8_0Tile4AVX2(tile, x, sums, nb, count, lanes, acc)
+		q8_0Tile4AVX2(tile, x, nb, count, lanes, acc)
 	case 2:
-		q8_0Tile2AVX2(tile, x, sums, nb, count, lanes, acc)
+		q8_0Tile2AVX2(tile, x, nb, count, lanes, acc)
 	default:
-		q8_0Tile1AVX2(tile, x, sums, nb, count, lanes, acc)
+		q8_0Tile1AVX2(tile, x, nb, count, lanes, acc)
 	}
 }
 
-// q8_0Tile4AVX2 adds, for tokens t < 4 and the eight rows i < 8 of the
+// q8_0Tile8AVX2 adds, for tokens t < 8 and the eight rows i < 8 of the
 // half of the packed tile that tile points into (its first code vector's
 // bytes 0 or 32), the terms of count > 0 consecutive blocks, from the
 // packed block at tile and the activation blocks at x (token t's nb
-// blocks from x+t·nb, their code sums likewise from sums), one by one in
-// block order, the b-th to acc[64(b mod lanes)+16t+i]: lanes sets of
-// sums 256 bytes apart, taking the blocks in turn.
+// blocks from x+t·nb), one by one in block order, the b-th to
+// acc[128(b mod lanes)+16t+i]: lanes sets of sums 512 bytes apart,
+// taking the blocks in turn.
 //
 //go:noescape
-func q8_0Tile4AVX2(tile *byte, x *BlockQ8_0, sums *int32, nb, count, lanes int, acc *float32)
+func q8_0Tile8AVX2(tile *byte, x *BlockQ8_0, nb, count, lanes int, acc *float32)
 
-// q8_0Tile2AVX2 is q8_0Tile4AVX2 for two tokens.
+// q8_0Tile4AVX2 is q8_0Tile8AVX2 for four tokens.
 //
 //go:noescape
-func q8_0Tile2AVX2(tile *byte, x *BlockQ8_0, sums *int32, nb, count, lanes int, acc *float32)
+func q8_0Tile4AVX2(tile *byte, x *BlockQ8_0, nb, count, lanes int, acc *float32)
 
-// q8_0Tile1AVX2 is q8_0Tile4AVX2 for one token.
+// q8_0Tile2AVX2 is q8_0Tile8AVX2 for two tokens.
 //
 //go:noescape
-func q8_0Tile1AVX2(tile *byte, x *BlockQ8_0, sums *int32, nb, count, lanes int, acc *float32)
+func q8_0Tile2AVX2(tile *byte, x *BlockQ8_0, nb, count, lanes int, acc *float32)
+
+// q8_0Tile1AVX2 is q8_0Tile8AVX2 for one token.
+//
+//go:noescape
+func q8_0Tile1AVX2(tile *byte, x *BlockQ8_0, nb, count, lanes int, acc *float32)
 
 // packQ8_0TileAVX2Asm packs the 16 rows of nb > 0 blocks at w, rowBytes
 // apart, into dst.

@@ -578,7 +578,7 @@ func (j *matJob) runFloat(p *backends.Product, r0, r1 int) {
 // BenchmarkIQ2XXSTile and BenchmarkQ2KTile) against the four-token
 // kernels: Q8_0 1.8× at 4 inputs and 5.6× at 256; IQ2_XXS 2.4× at 2,
 // 1.7× at 4 and 3.9× at 64; Q2_K 2.5× at 2, 2.4× at 4 and 4.9× at 64 (AVX-512
-// on AMD Zen 5); Q8_0 1.1× at 4 and 1.3–1.5× from 16, IQ2_XXS 1.5× at 2, 1.6×
+// on AMD Zen 5); Q8_0 1.25× at 4 and 2.0–2.4× from 16, IQ2_XXS 1.5× at 2, 1.6×
 // at 4 and 2.2× at 64, Q2_K 1.1× at 2, 0.7× at 4, 1.0× at 8 and 2× at 64
 // (AVX2 on Zen 3, where prefill's Q2_K products, 12 to 24 tokens an
 // expert, ran no slower on the tiles and 1.2× faster at 24). A
