@@ -86,52 +86,76 @@ func TestAVX512MatchesAVX2(t *testing.T) {
 	}
 }
 
-// TestGroupLoopsMatchSingle holds dots4 and weigh4 of the AVX-512 loops
-// to four heads' separate AVX2 dots, and to the AVX2 axpys from zero then
-// the scaling that weigh stands for, bit for bit, over head dimensions of
-// every remainder and row counts from none up.
-func TestGroupLoopsMatchSingle(t *testing.T) {
-	if !hasAVX512 {
-		t.Skip("no AVX-512 on this CPU")
+// groupLoops are the four-head loops of vec_amd64.s this CPU can run.
+func groupLoops() []struct {
+	name  string
+	dots4 func(dst, q []float32, rows [][]float32)
+	weigh func(out, w []float32, rows [][]float32, r []float32)
+} {
+	type loops = struct {
+		name  string
+		dots4 func(dst, q []float32, rows [][]float32)
+		weigh func(out, w []float32, rows [][]float32, r []float32)
 	}
-	r := newRand(73)
-	for _, p := range []float64{0, 0.005, 0.2} {
-		for i, d := range vecLengths(r) {
-			nrows := []int{0, 1, 2, 3, 17}[i%5]
-			t.Run(fmt.Sprintf("p=%v/d=%d/rows=%d", p, d, nrows), func(t *testing.T) {
-				q := oddVec(r, 4*d, p)
-				rows := make([][]float32, nrows)
-				for j := range rows {
-					rows[j] = oddVec(r, d+1+j%3, p)[1:] // misaligned, some longer than d
-				}
-				want := make([]float32, 4*nrows)
-				for j, row := range rows {
-					for h := range 4 {
-						want[4*j+h] = dotAVX2(q[h*d:(h+1)*d], row)
-					}
-				}
-				got := make([]float32, 4*nrows)
-				for k := range got {
-					got[k] = 99 // overwritten
-				}
-				dots4AVX512(got, q, rows)
-				requireSameBits(t, want, got, "dots4")
+	var ls []loops
+	if hasAVX512 {
+		ls = append(ls, loops{"avx512", dots4AVX512, weigh4AVX512})
+	}
+	if hasAVX2 {
+		ls = append(ls, loops{"avx2", dots4AVX2, weigh4AVX2})
+	}
+	return ls
+}
 
-				w := oddVec(r, 4*nrows, p)
-				rh := oddVec(r, 4, p)
-				want = make([]float32, 4*d)
-				for h := range 4 {
+// TestGroupLoopsMatchSingle holds dots4 and weigh4 of the AVX-512 and the
+// AVX2 loops to four heads' separate AVX2 dots, and to the AVX2 axpys from
+// zero then the scaling that weigh stands for, bit for bit, over head
+// dimensions of every remainder and row counts from none up.
+func TestGroupLoopsMatchSingle(t *testing.T) {
+	ls := groupLoops()
+	if len(ls) == 0 {
+		t.Skip("no AVX2 on this CPU")
+	}
+	for _, l := range ls {
+		r := newRand(73)
+		for _, p := range []float64{0, 0.005, 0.2} {
+			for i, d := range vecLengths(r) {
+				nrows := []int{0, 1, 2, 3, 17}[i%5]
+				t.Run(fmt.Sprintf("%s/p=%v/d=%d/rows=%d", l.name, p, d, nrows), func(t *testing.T) {
+					q := oddVec(r, 4*d, p)
+					rows := make([][]float32, nrows)
+					for j := range rows {
+						rows[j] = oddVec(r, d+1+j%3, p)[1:] // misaligned, some longer than d
+					}
+					want := make([]float32, 4*nrows)
 					for j, row := range rows {
-						axpyAVX2(want[h*d:(h+1)*d], w[4*j+h], row)
+						for h := range 4 {
+							want[4*j+h] = dotAVX2(q[h*d:(h+1)*d], row)
+						}
 					}
-					for k := h * d; k < (h+1)*d; k++ {
-						want[k] *= rh[h]
+					got := make([]float32, 4*nrows)
+					for k := range got {
+						got[k] = 99 // overwritten
 					}
-				}
-				got = oddVec(r, 4*d, p) // overwritten
-				weigh4AVX512(got, w, rows, rh)
-				requireSameBits(t, want, got, "weigh4")
-			})
+					l.dots4(got, q, rows)
+					requireSameBits(t, want, got, "dots4")
+
+					w := oddVec(r, 4*nrows, p)
+					rh := oddVec(r, 4, p)
+					want = make([]float32, 4*d)
+					for h := range 4 {
+						for j, row := range rows {
+							axpyAVX2(want[h*d:(h+1)*d], w[4*j+h], row)
+						}
+						for k := h * d; k < (h+1)*d; k++ {
+							want[k] *= rh[h]
+						}
+					}
+					got = oddVec(r, 4*d, p) // overwritten
+					l.weigh(got, w, rows, rh)
+					requireSameBits(t, want, got, "weigh4")
+				})
+			}
 		}
 	}
 }
@@ -139,12 +163,15 @@ func TestGroupLoopsMatchSingle(t *testing.T) {
 // TestGroupLoopsShortRow checks that a row shorter than the heads panics
 // before the assembly reads past it, as dot and axpy do.
 func TestGroupLoopsShortRow(t *testing.T) {
-	if !hasAVX512 {
-		t.Skip("no AVX-512 on this CPU")
+	ls := groupLoops()
+	if len(ls) == 0 {
+		t.Skip("no AVX2 on this CPU")
 	}
-	q, rows := make([]float32, 4*64), [][]float32{make([]float32, 64), make([]float32, 63)}
-	require.Panics(t, func() { dots4AVX512(make([]float32, 8), q, rows) })
-	require.Panics(t, func() { weigh4AVX512(q, make([]float32, 8), rows, make([]float32, 4)) })
+	for _, l := range ls {
+		q, rows := make([]float32, 4*64), [][]float32{make([]float32, 64), make([]float32, 63)}
+		require.Panics(t, func() { l.dots4(make([]float32, 8), q, rows) }, l.name)
+		require.Panics(t, func() { l.weigh(q, make([]float32, 8), rows, make([]float32, 4)) }, l.name)
+	}
 }
 
 // BenchmarkVecLoops compares the AVX2 and AVX-512 dot and axpy on rows of

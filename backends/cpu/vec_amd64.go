@@ -22,7 +22,9 @@ func simdVecOps() (vecOps, bool) {
 
 // avx2VecOps returns the AVX2/FMA loops, which define the float order of
 // every SIMD loop here.
-func avx2VecOps() vecOps { return vecOps{dot: dotAVX2, axpy: axpyAVX2} }
+func avx2VecOps() vecOps {
+	return vecOps{dot: dotAVX2, axpy: axpyAVX2, dots4: dots4AVX2, weigh4: weigh4AVX2}
+}
 
 // dotAVX2 is Dot with the first len(a)&^7 products summed in 32 lanes
 // (four 8-lane accumulators, added pairwise at the end) and the rest
@@ -89,9 +91,13 @@ func axpyAVX512(acc []float32, w float32, x []float32) {
 	axpyTail(acc[n:], w, x[n:])
 }
 
-// dots4AVX512 sets dst[4j+h] to dotAVX2 of head h of q (four heads of
-// len(q)/4 floats) and rows[j], bit for bit.
-func dots4AVX512(dst, q []float32, rows [][]float32) {
+// dots4AVX512 and dots4AVX2 set dst[4j+h] to dotAVX2 of head h of q
+// (four heads of len(q)/4 floats) and rows[j], bit for bit.
+func dots4AVX512(dst, q []float32, rows [][]float32) { dots4(true, dst, q, rows) }
+func dots4AVX2(dst, q []float32, rows [][]float32)   { dots4(false, dst, q, rows) }
+
+// dots4 is dots4AVX512 (avx512) or dots4AVX2.
+func dots4(avx512 bool, dst, q []float32, rows [][]float32) {
 	d := len(q) / 4
 	dst = dst[:4*len(rows)]
 	for _, row := range rows {
@@ -101,10 +107,13 @@ func dots4AVX512(dst, q []float32, rows [][]float32) {
 	if len(rows) == 0 {
 		return
 	}
-	if n > 0 {
-		dots4AVX512Asm(&dst[0], &q[0], d, &rows[0], len(rows), n)
-	} else {
+	switch {
+	case n == 0:
 		clear(dst)
+	case avx512:
+		dots4AVX512Asm(&dst[0], &q[0], d, &rows[0], len(rows), n)
+	default:
+		dots4AVX2Asm(&dst[0], &q[0], d, &rows[0], len(rows), n)
 	}
 	if n == d {
 		return
@@ -116,9 +125,13 @@ func dots4AVX512(dst, q []float32, rows [][]float32) {
 	}
 }
 
-// weigh4AVX512 is vecOps.weigh of four heads on the AVX2 axpy, bit for
-// bit.
-func weigh4AVX512(out, w []float32, rows [][]float32, r []float32) {
+// weigh4AVX512 and weigh4AVX2 are vecOps.weigh of four heads on the AVX2
+// axpy, bit for bit.
+func weigh4AVX512(out, w []float32, rows [][]float32, r []float32) { weigh4(true, out, w, rows, r) }
+func weigh4AVX2(out, w []float32, rows [][]float32, r []float32)   { weigh4(false, out, w, rows, r) }
+
+// weigh4 is weigh4AVX512 (avx512) or weigh4AVX2.
+func weigh4(avx512 bool, out, w []float32, rows [][]float32, r []float32) {
 	d := len(out) / 4
 	w, r = w[:4*len(rows)], r[:4]
 	for _, row := range rows {
@@ -128,8 +141,12 @@ func weigh4AVX512(out, w []float32, rows [][]float32, r []float32) {
 	if len(rows) == 0 {
 		n = 0
 	}
-	if n > 0 {
+	switch {
+	case n == 0:
+	case avx512:
 		weigh4AVX512Asm(&out[0], d, &w[0], &rows[0], len(rows), n, &r[0])
+	default:
+		weigh4AVX2Asm(&out[0], d, &w[0], &rows[0], len(rows), n, &r[0])
 	}
 	if n == d {
 		return
@@ -181,6 +198,16 @@ func dots4AVX512Asm(dst, q *float32, d int, rows *[]float32, nrows int, n int)
 //
 //go:noescape
 func weigh4AVX512Asm(out *float32, d int, w *float32, rows *[]float32, nrows int, n int, r *float32)
+
+// dots4AVX2Asm is dots4AVX512Asm with AVX2, two heads at a time.
+//
+//go:noescape
+func dots4AVX2Asm(dst, q *float32, d int, rows *[]float32, nrows int, n int)
+
+// weigh4AVX2Asm is weigh4AVX512Asm with AVX2.
+//
+//go:noescape
+func weigh4AVX2Asm(out *float32, d int, w *float32, rows *[]float32, nrows int, n int, r *float32)
 
 // prefetch asks the cache hierarchy for the lines of b without waiting for
 // them.

@@ -635,3 +635,235 @@ a8row:
 adone:
 	VZEROUPPER
 	RET
+
+// The AVX2 group loops below do for AVX2 CPUs what dots4AVX512Asm and
+// weigh4AVX512Asm do, with the AVX2 loops' float order and operand roles
+// (q or w the second FMA operand, the row the third; the accumulator
+// first in a sum), so they give the same bits.
+
+// DOTSUM leaves in lane 0 of xa the dotAVX2Asm sum of its four chains
+// ya..yd, using xb as scratch, in dotAVX2Asm's order.
+#define DOTSUM(ya, yb, yc, yd, xa, xb) \
+	VADDPS       yb, ya, ya; \
+	VADDPS       yd, yc, yc; \
+	VADDPS       yc, ya, ya; \
+	VEXTRACTF128 $1, ya, xb; \
+	VADDPS       xb, xa, xa; \
+	VMOVHLPS     xa, xb, xb; \
+	VADDPS       xb, xa, xa; \
+	VMOVSHDUP    xa, xb;     \
+	VADDSS       xb, xa, xa
+
+// func dots4AVX2Asm(dst, q *float32, d int, rows *[]float32, nrows int, n int)
+//
+// For each row j, dst[4j+h] = the AVX2 dot of the first n floats of head h
+// of q (the 4 heads d floats apart) and of rows[j]. The heads go in pairs:
+// one load of a row chunk serves two heads, and the pair's eight chains
+// (head 2p in Y0..Y3, 2p+1 in Y4..Y7) are independent, where one head's
+// four leave the FMA units waiting on their latency half the time.
+TEXT ·dots4AVX2Asm(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), R8
+	MOVQ d+16(FP), DX
+	SHLQ $2, DX
+	MOVQ rows+24(FP), R9
+	MOVQ nrows+32(FP), R10
+	MOVQ n+40(FP), R13
+
+p2row:
+	MOVQ (R9), DI
+	MOVQ q+8(FP), BX
+	MOVQ $2, R14
+
+p2pair:
+	LEAQ   (BX)(DX*1), R12
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ   CX, CX
+	MOVQ   R13, R11
+	CMPQ   R11, $32
+	JLT    p2eight
+
+p2step:
+	VMOVUPS     (DI)(CX*1), Y8
+	VMOVUPS     (BX)(CX*1), Y9
+	VMOVUPS     (R12)(CX*1), Y10
+	VFMADD231PS Y8, Y9, Y0
+	VFMADD231PS Y8, Y10, Y4
+	VMOVUPS     32(DI)(CX*1), Y11
+	VMOVUPS     32(BX)(CX*1), Y12
+	VMOVUPS     32(R12)(CX*1), Y13
+	VFMADD231PS Y11, Y12, Y1
+	VFMADD231PS Y11, Y13, Y5
+	VMOVUPS     64(DI)(CX*1), Y8
+	VMOVUPS     64(BX)(CX*1), Y9
+	VMOVUPS     64(R12)(CX*1), Y10
+	VFMADD231PS Y8, Y9, Y2
+	VFMADD231PS Y8, Y10, Y6
+	VMOVUPS     96(DI)(CX*1), Y11
+	VMOVUPS     96(BX)(CX*1), Y12
+	VMOVUPS     96(R12)(CX*1), Y13
+	VFMADD231PS Y11, Y12, Y3
+	VFMADD231PS Y11, Y13, Y7
+	ADDQ        $128, CX
+	SUBQ        $32, R11
+	CMPQ        R11, $32
+	JGE         p2step
+
+p2eight:
+	TESTQ R11, R11
+	JZ    p2sum
+
+p2eightloop:
+	VMOVUPS     (DI)(CX*1), Y8
+	VMOVUPS     (BX)(CX*1), Y9
+	VMOVUPS     (R12)(CX*1), Y10
+	VFMADD231PS Y8, Y9, Y0
+	VFMADD231PS Y8, Y10, Y4
+	ADDQ        $32, CX
+	SUBQ        $8, R11
+	JNZ         p2eightloop
+
+p2sum:
+	DOTSUM(Y0, Y1, Y2, Y3, X0, X1)
+	DOTSUM(Y4, Y5, Y6, Y7, X4, X5)
+	VMOVSS X0, (R8)
+	VMOVSS X4, 4(R8)
+	ADDQ   $8, R8
+	LEAQ   (R12)(DX*1), BX
+	DECQ   R14
+	JNZ    p2pair
+
+	ADDQ $24, R9
+	DECQ R10
+	JNZ  p2row
+	VZEROUPPER
+	RET
+
+// func weigh4AVX2Asm(out *float32, d int, w *float32, rows *[]float32, nrows int, n int, r *float32)
+//
+// weigh4AVX512Asm with AVX2: a slice of 16 floats of the four heads' sums
+// stays in eight registers while every row passes through it, each row
+// load serving four heads, and out is written once per slice instead of
+// read and written once per row as axpyAVX2Asm does.
+TEXT ·weigh4AVX2Asm(SB), NOSPLIT, $0-56
+	MOVQ out+0(FP), SI
+	MOVQ d+8(FP), DX
+	SHLQ $2, DX
+	LEAQ (SI)(DX*1), BX
+	LEAQ (BX)(DX*1), R12
+	LEAQ (R12)(DX*1), R13
+	MOVQ w+16(FP), R8
+	MOVQ rows+24(FP), R9
+	MOVQ nrows+32(FP), R10
+	MOVQ n+40(FP), R11
+	XORQ CX, CX
+
+v16:
+	CMPQ   R11, $16
+	JLT    v8
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   R9, AX
+	MOVQ   R8, DI
+	MOVQ   R10, R14
+
+v16row:
+	MOVQ         (AX), DX
+	VMOVUPS      (DX)(CX*1), Y8
+	VMOVUPS      32(DX)(CX*1), Y9
+	VBROADCASTSS (DI), Y10
+	VBROADCASTSS 4(DI), Y11
+	VBROADCASTSS 8(DI), Y12
+	VBROADCASTSS 12(DI), Y13
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VFMADD231PS  Y8, Y11, Y2
+	VFMADD231PS  Y9, Y11, Y3
+	VFMADD231PS  Y8, Y12, Y4
+	VFMADD231PS  Y9, Y12, Y5
+	VFMADD231PS  Y8, Y13, Y6
+	VFMADD231PS  Y9, Y13, Y7
+	ADDQ         $24, AX
+	ADDQ         $16, DI
+	DECQ         R14
+	JNZ          v16row
+	MOVQ         r+48(FP), AX
+	VBROADCASTSS (AX), Y10
+	VBROADCASTSS 4(AX), Y11
+	VBROADCASTSS 8(AX), Y12
+	VBROADCASTSS 12(AX), Y13
+	VMULPS       Y10, Y0, Y0
+	VMULPS       Y10, Y1, Y1
+	VMULPS       Y11, Y2, Y2
+	VMULPS       Y11, Y3, Y3
+	VMULPS       Y12, Y4, Y4
+	VMULPS       Y12, Y5, Y5
+	VMULPS       Y13, Y6, Y6
+	VMULPS       Y13, Y7, Y7
+	VMOVUPS      Y0, (SI)(CX*1)
+	VMOVUPS      Y1, 32(SI)(CX*1)
+	VMOVUPS      Y2, (BX)(CX*1)
+	VMOVUPS      Y3, 32(BX)(CX*1)
+	VMOVUPS      Y4, (R12)(CX*1)
+	VMOVUPS      Y5, 32(R12)(CX*1)
+	VMOVUPS      Y6, (R13)(CX*1)
+	VMOVUPS      Y7, 32(R13)(CX*1)
+	ADDQ         $64, CX
+	SUBQ         $16, R11
+	JMP          v16
+
+v8:
+	TESTQ  R11, R11
+	JZ     vdone
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   R9, AX
+	MOVQ   R8, DI
+	MOVQ   R10, R14
+
+v8row:
+	MOVQ         (AX), DX
+	VMOVUPS      (DX)(CX*1), Y8
+	VBROADCASTSS (DI), Y10
+	VBROADCASTSS 4(DI), Y11
+	VBROADCASTSS 8(DI), Y12
+	VBROADCASTSS 12(DI), Y13
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y8, Y11, Y1
+	VFMADD231PS  Y8, Y12, Y2
+	VFMADD231PS  Y8, Y13, Y3
+	ADDQ         $24, AX
+	ADDQ         $16, DI
+	DECQ         R14
+	JNZ          v8row
+	MOVQ         r+48(FP), AX
+	VBROADCASTSS (AX), Y10
+	VBROADCASTSS 4(AX), Y11
+	VBROADCASTSS 8(AX), Y12
+	VBROADCASTSS 12(AX), Y13
+	VMULPS       Y10, Y0, Y0
+	VMULPS       Y11, Y1, Y1
+	VMULPS       Y12, Y2, Y2
+	VMULPS       Y13, Y3, Y3
+	VMOVUPS      Y0, (SI)(CX*1)
+	VMOVUPS      Y1, (BX)(CX*1)
+	VMOVUPS      Y2, (R12)(CX*1)
+	VMOVUPS      Y3, (R13)(CX*1)
+
+vdone:
+	VZEROUPPER
+	RET
