@@ -248,8 +248,9 @@ GLOBL expdata<>(SB), RODATA|NOPTR, $136
 	VINSERTF64X4  $1, Y3, Z2, Z2;                  \
 	VPORD         Z15, Z0, K1, Z2
 
-// The AVX2 forms (expfsAVX2 and swigluAVX2, after the AVX-512 ones) (for CPUs without AVX-512) do the same float64
-// arithmetic four lanes to a register, with two substitutes for
+// The AVX2 forms, expfsAVX2 and swigluAVX2 (for CPUs without AVX-512;
+// their TEXT follows the AVX-512 ones), do the same float64 arithmetic
+// four lanes to a register, with two substitutes for
 // instructions AVX2 lacks: VROUNDPD $8 rounds to nearest even as
 // VRNDSCALEPD $8 does, and the multiply by 2^n takes 2^n built from n (an
 // integer in [-159, 145]: adding 2^52 + 1023 leaves 1023 + n in the low
@@ -263,6 +264,7 @@ GLOBL expdata<>(SB), RODATA|NOPTR, $136
 // ln2 lower, 1/16, 1/8! … 1/3!, 0.5, 1.0, 2.0 and 2^52 + 1023 as float64,
 // then from 448 -110, 100, the quiet-NaN bit, the sign bit and 1 as
 // float32: 608 bytes.
+//
 // EXPVCONSTS fills the frame's constants from expdata, using Y0.
 #define EXPVCONSTS \
 	VBROADCASTSD expdata<>+0(SB), Y0;   \
@@ -305,8 +307,8 @@ GLOBL expdata<>(SB), RODATA|NOPTR, $136
 	VMOVUPS      Y0, 576(SP)
 
 // EXPY4 replaces the four float64 lanes of each of x0..x3 by their exp,
-// the steps of EXP4 with the constants at EXPV_* in the frame; p and n
-// are scratch.
+// the steps of EXP4 with the constants in the frame; p and n are
+// scratch.
 #define EXPY4(x0, p0, n0, x1, p1, n1, x2, p2, n2, x3, p3, n3) \
 	VMULPD       0(SP), x0, p0; \
 	VMULPD       0(SP), x1, p1; \
@@ -410,6 +412,16 @@ GLOBL expdata<>(SB), RODATA|NOPTR, $136
 	VMULPD       n3, x3, x3
 
 
+// EXPYNARROW rounds the exps of EXPY4 in Y4..Y7 to float32, lanes 0-7
+// into Y4 and 8-15 into Y6.
+#define EXPYNARROW \
+	VCVTPD2PSY  Y4, X4;         \
+	VCVTPD2PSY  Y5, X5;         \
+	VINSERTF128 $1, X5, Y4, Y4; \
+	VCVTPD2PSY  Y6, X6;         \
+	VCVTPD2PSY  Y7, X7;         \
+	VINSERTF128 $1, X7, Y6, Y6
+
 // EXPY16 sets Y4 and Y6 to expf of the 16 floats at (SI) (Y8-Y15 and
 // Y0-Y7 scratch): clamped to [-110, 100], widened, EXPY4, narrowed, and
 // each NaN lane then replaced by its input made quiet.
@@ -427,12 +439,7 @@ GLOBL expdata<>(SB), RODATA|NOPTR, $136
 	VEXTRACTF128 $1, Y1, X1;              \
 	VCVTPS2PD    X1, Y7;                  \
 	EXPY4(Y4, Y8, Y12, Y5, Y9, Y13, Y6, Y10, Y14, Y7, Y11, Y15); \
-	VCVTPD2PSY   Y4, X4;                  \
-	VCVTPD2PSY   Y5, X5;                  \
-	VINSERTF128  $1, X5, Y4, Y4;          \
-	VCVTPD2PSY   Y6, X6;                  \
-	VCVTPD2PSY   Y7, X7;                  \
-	VINSERTF128  $1, X7, Y6, Y6;          \
+	EXPYNARROW;                           \
 	VMOVUPS      (SI), Y0;                \
 	VCMPPS       $3, Y0, Y0, Y1;          \
 	VORPS        512(SP), Y0, Y0;         \
@@ -676,12 +683,7 @@ swigluvloop:
 	VMOVUPS   32(DX)(AX*4), Y1
 	SWIGLUY8(736, 800, Y6, Y7)
 	EXPY4(Y4, Y8, Y12, Y5, Y9, Y13, Y6, Y10, Y14, Y7, Y11, Y15)
-	VCVTPD2PSY  Y4, X4
-	VCVTPD2PSY  Y5, X5
-	VINSERTF128 $1, X5, Y4, Y4
-	VCVTPD2PSY  Y6, X6
-	VCVTPD2PSY  Y7, X7
-	VINSERTF128 $1, X7, Y6, Y6
+	EXPYNARROW
 	SWIGLUOUT(704, 768, Y4)
 	SWIGLUOUT(736, 800, Y6)
 	VMOVUPS   Y4, (DI)(AX*4)

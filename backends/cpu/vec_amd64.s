@@ -2,6 +2,19 @@
 
 #include "textflag.h"
 
+// DOTSUM leaves in lane 0 of xa the sum of the dot's four chains ya..yd
+// (dotAVX2Asm's order, which every AVX2 dot keeps), using xb as scratch.
+#define DOTSUM(ya, yb, yc, yd, xa, xb) \
+	VADDPS       yb, ya, ya; \
+	VADDPS       yd, yc, yc; \
+	VADDPS       yc, ya, ya; \
+	VEXTRACTF128 $1, ya, xb; \
+	VADDPS       xb, xa, xa; \
+	VMOVHLPS     xa, xb, xb; \
+	VADDPS       xb, xa, xa; \
+	VMOVSHDUP    xa, xb;     \
+	VADDSS       xb, xa, xa
+
 // func dotAVX2Asm(a, b *float32, n int) float32
 // Four independent FMA chains over 32 floats a step hide the FMA latency;
 // a remaining 8-float step goes to the first chain.
@@ -44,15 +57,7 @@ dot8loop:
 	JNZ         dot8loop
 
 dotsum:
-	VADDPS       Y1, Y0, Y0
-	VADDPS       Y3, Y2, Y2
-	VADDPS       Y2, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS       X1, X0, X0
-	VMOVHLPS     X0, X1, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
+	DOTSUM(Y0, Y1, Y2, Y3, X0, X1)
 	VZEROUPPER
 	MOVSS        X0, ret+24(FP)
 	RET
@@ -640,19 +645,6 @@ adone:
 // weigh4AVX512Asm do, with the AVX2 loops' float order and operand roles
 // (q or w the second FMA operand, the row the third; the accumulator
 // first in a sum), so they give the same bits.
-
-// DOTSUM leaves in lane 0 of xa the dotAVX2Asm sum of its four chains
-// ya..yd, using xb as scratch, in dotAVX2Asm's order.
-#define DOTSUM(ya, yb, yc, yd, xa, xb) \
-	VADDPS       yb, ya, ya; \
-	VADDPS       yd, yc, yc; \
-	VADDPS       yc, ya, ya; \
-	VEXTRACTF128 $1, ya, xb; \
-	VADDPS       xb, xa, xa; \
-	VMOVHLPS     xa, xb, xb; \
-	VADDPS       xb, xa, xa; \
-	VMOVSHDUP    xa, xb;     \
-	VADDSS       xb, xa, xa
 
 // func dots4AVX2Asm(dst, q *float32, d int, rows *[]float32, nrows int, n int)
 //
