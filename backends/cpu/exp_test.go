@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -237,7 +238,7 @@ func TestExpfsAll(t *testing.T) {
 // TestSwiGLUVector holds each form of the vector SwiGLU bit-identical to
 // the scalar loop on random rows with clamp hits, signed zeros, infinities
 // and NaNs (single and paired, with different payloads), at lengths 0 to
-// 600.
+// 600, out of place and in place over g or u.
 func TestSwiGLUVector(t *testing.T) {
 	forEachExpForm(t, testSwiGLUVector)
 }
@@ -285,6 +286,21 @@ func testSwiGLUVector(t *testing.T, e expForm) {
 					}
 				}
 				require.Equal(t, float32(12345), got[n], "%s: wrote past dst", name)
+				// In place over g (as the shared expert calls it) and over u.
+				for _, over := range []string{"g", "u"} {
+					gi, ui := slices.Clone(g), slices.Clone(u)
+					dst := gi
+					if over == "u" {
+						dst = ui
+					}
+					e.swiglu(dst, gi, ui, c.clamp, c.weight)
+					for i := range n {
+						if math.Float32bits(dst[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s, in place over %s: element %d = %g [%#08x], want %g [%#08x]",
+								name, over, i, dst[i], math.Float32bits(dst[i]), want[i], math.Float32bits(want[i]))
+						}
+					}
+				}
 			}
 		}
 	}
