@@ -197,11 +197,16 @@ func testExpfs(t *testing.T, e expForm) {
 	})
 }
 
-// TestExpfsAll checks expfs on every float32 (-expfull).
+// TestExpfsAll checks expfs, in each of its forms, on every float32
+// (-expfull).
 func TestExpfsAll(t *testing.T) {
 	if !*expFull {
 		t.Skip("-expfull not given")
 	}
+	forEachExpForm(t, testExpfsAll)
+}
+
+func testExpfsAll(t *testing.T, e expForm) {
 	var bad atomic.Uint64
 	var first atomic.Uint32
 	first.Store(math.MaxUint32)
@@ -220,7 +225,7 @@ func TestExpfsAll(t *testing.T) {
 				for i := range src {
 					src[i] = math.Float32frombits(uint32(b*block) + uint32(i))
 				}
-				expfs(dst, src)
+				e.exp(dst, src)
 				for i, x := range src {
 					if math.Float32bits(dst[i]) != math.Float32bits(expRef(x)) {
 						bad.Add(1)
