@@ -30,9 +30,12 @@ type BlockQ8_0 struct {
 // Per block it follows upstream ds4_quantize_row_q8_K: the element with the
 // largest |x| (the first one on ties) is encoded as -127, the scale is
 // d = 1/(-127/max) and the other elements are rounded to nearest even and
-// clamped to [-128, 127]. An all-zero block gets d = 0. Results for blocks
-// holding NaN or Inf are unspecified. QuantizeQ8K panics if len(x) is not a
-// multiple of 256 or dst is shorter than len(x)/256.
+// clamped to [-128, 127]. An all-zero block gets d = 0. Where d is not
+// zero every code lies in -127..127, as the vector IQ2_XXS kernels need; a
+// block whose max is too small for -127/max to be finite gets d = ±0 and
+// codes of -128. Results for blocks holding NaN or Inf are unspecified.
+// QuantizeQ8K panics if len(x) is not a multiple of 256 or dst is shorter
+// than len(x)/256.
 func QuantizeQ8K(x []float32, dst []BlockQ8K) {
 	if len(x)%QK_K != 0 {
 		panic("quant: QuantizeQ8K input length is not a multiple of 256")

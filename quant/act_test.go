@@ -3,6 +3,7 @@ package quant
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -392,7 +393,16 @@ func TestQuantizeQ8KWholeBlocks(t *testing.T) {
 		require.Equal(t, math.Float32bits(want.D), math.Float32bits(got[i].D), "block %d: d", i)
 		require.Equal(t, want.Qs, got[i].Qs, "block %d: codes", i)
 		require.Equal(t, want.Bsums, got[i].Bsums, "block %d: sums", i)
+		if got[i].D != 0 {
+			// The vector IQ2_XXS kernels rely on this range.
+			require.GreaterOrEqual(t, slices.Min(got[i].Qs[:]), int8(-127), "block %d: codes", i)
+		}
 	}
+	// The subnormal block is too small for -127/max to be finite: it gets
+	// d = -0 and codes of -128 (-Inf rounded and clamped), which the
+	// vector kernels meet only where d zeroes them.
+	require.Equal(t, math.Float32bits(float32(math.Copysign(0, -1))), math.Float32bits(got[2].D), "subnormal block: d")
+	require.Equal(t, int8(-128), got[2].Qs[0], "subnormal block: codes")
 	require.Positive(t, got[4].D, "first maximum negative")
 	require.Negative(t, got[5].D, "first maximum positive")
 }

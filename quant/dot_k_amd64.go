@@ -28,7 +28,8 @@ func dotQ4KAVX2(w []byte, y []BlockQ8K) float32 {
 	return dotQ4KAsm(&w[0], &y[0], len(y))
 }
 
-// dotIQ2XXSAVX2 is DotIQ2XXS with AVX2.
+// dotIQ2XXSAVX2 is DotIQ2XXS with AVX2, for activation codes in -127..127
+// where a block's scale D is nonzero, as QuantizeQ8K makes them.
 func dotIQ2XXSAVX2(w []byte, y []BlockQ8K) float32 {
 	if len(y) == 0 {
 		return 0

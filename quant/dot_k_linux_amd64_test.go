@@ -20,11 +20,14 @@ import (
 // the same ones in the same order. The reference kernels are themselves
 // checked against an independent decoding in dot_test.go.
 
-// avx2KKernel is one AVX2 kernel with its reference and weight type.
+// avx2KKernel is one AVX2 kernel with its reference, weight type and
+// lowest activation code: -128 where the kernel takes the whole int8
+// range, -127 where it needs QuantizeQ8K's range.
 type avx2KKernel struct {
-	t    Type
-	avx2 func([]byte, []BlockQ8K) float32
-	ref  func([]byte, []BlockQ8K) float32
+	t       Type
+	avx2    func([]byte, []BlockQ8K) float32
+	ref     func([]byte, []BlockQ8K) float32
+	minCode int8
 }
 
 // avx2KKernels returns the kernels under test, skipping the test on a CPU
@@ -35,26 +38,46 @@ func avx2KKernels(tb testing.TB) []avx2KKernel {
 		tb.Skip("CPU lacks AVX2 or F16C")
 	}
 	return []avx2KKernel{
-		{IQ2_XXS, dotIQ2XXSAVX2, DotIQ2XXS},
-		{Q2_K, dotQ2KAVX2, DotQ2K},
-		{Q4_K, dotQ4KAVX2, DotQ4K},
+		{IQ2_XXS, dotIQ2XXSAVX2, DotIQ2XXS, -127},
+		{Q2_K, dotQ2KAVX2, DotQ2K, -128},
+		{Q4_K, dotQ4KAVX2, DotQ4K, -128},
 	}
 }
 
-// randQ8KRaw returns nb Q8_K blocks with uniformly random codes over the
-// whole int8 range (-128 included), random 16-element sums over the whole
-// int16 range (the kernels must use them as given, not recompute them) and
-// random scales of either sign.
-func randQ8KRaw(r *rand.Rand, nb int) []BlockQ8K {
+// randQ8KRaw returns nb Q8_K blocks with uniformly random codes from
+// minCode to 127, random 16-element sums over the whole int16 range (the
+// kernels must use them as given, not recompute them) and random scales of
+// either sign.
+func randQ8KRaw(r *rand.Rand, nb int, minCode int8) []BlockQ8K {
 	y := make([]BlockQ8K, nb)
 	for b := range y {
 		y[b].D = float32(r.NormFloat64())
 		for i := range y[b].Qs {
-			y[b].Qs[i] = int8(r.Uint32())
+			y[b].Qs[i] = max(int8(r.Uint32()), minCode)
 		}
 		for g := range y[b].Bsums {
 			y[b].Bsums[g] = int16(r.Uint32())
 		}
+	}
+	return y
+}
+
+// tinyQ8K returns nb blocks QuantizeQ8K makes of subnormal floats, every
+// other block's negated: d = ∓0 and codes of -128.
+func tinyQ8K(t *testing.T, nb int) []BlockQ8K {
+	t.Helper()
+	x := make([]float32, nb*QK_K)
+	for i := range x {
+		x[i] = math.Float32frombits(uint32(1 + i%QK_K))
+		if i/QK_K%2 == 1 {
+			x[i] = -x[i]
+		}
+	}
+	y := make([]BlockQ8K, nb)
+	QuantizeQ8K(x, y)
+	for b := range y {
+		require.Zero(t, y[b].D, "block %d: d", b)
+		require.Equal(t, int8(-128), y[b].Qs[QK_K-1], "block %d: the largest code", b)
 	}
 	return y
 }
@@ -82,7 +105,7 @@ func TestAVX2KQuantRandom(t *testing.T) {
 					y = make([]BlockQ8K, nb)
 					QuantizeQ8K(randActivation(r, nb*QK_K), y)
 				} else {
-					y = randQ8KRaw(r, nb)
+					y = randQ8KRaw(r, nb, k.minCode)
 				}
 				requireSameBits(t, k.ref(w, y), k.avx2(w, y), "trial %d, %d blocks", trial, nb)
 			}
@@ -137,20 +160,26 @@ func TestAVX2KQuantEdges(t *testing.T) {
 		}{
 			// Largest codes, scales, grid magnitudes and all signs set,
 			// against the extreme activation codes: no int16 pair sum may
-			// saturate and -128 must not lose its sign.
-			{"ones by -128", setF16(k.t, fill(make([]byte, 3*bb), 0xff), 0x3c00), q8(3, -128, math.MinInt16, 1)},
+			// saturate and the lowest code must not lose its sign.
+			{"ones by min", setF16(k.t, fill(make([]byte, 3*bb), 0xff), 0x3c00), q8(3, k.minCode, math.MinInt16, 1)},
 			{"ones by 127", setF16(k.t, fill(make([]byte, 3*bb), 0xff), 0x3c00), q8(3, 127, math.MaxInt16, -1)},
-			{"zeros by -128", setF16(k.t, make([]byte, 2*bb), 0x3c00), q8(2, -128, math.MinInt16, 1)},
-			{"random by -128", setF16(k.t, randWeightRow(r, k.t, 4), 0x3555), q8(4, -128, -2048, 0.25)},
+			{"zeros by min", setF16(k.t, make([]byte, 2*bb), 0x3c00), q8(2, k.minCode, math.MinInt16, 1)},
+			{"random by min", setF16(k.t, randWeightRow(r, k.t, 4), 0x3555), q8(4, k.minCode, -2048, 0.25)},
 			{"random by 127", randWeightRow(r, k.t, 4), q8(4, 127, 2032, 0.5)},
 			// Subnormal, zero and infinite scales go through the same
 			// float steps (infinity makes NaNs or infinities alike).
-			{"subnormal scale", setF16(k.t, randWeightRow(r, k.t, 2), 0x0001), randQ8KRaw(r, 2)},
-			{"zero scale", setF16(k.t, randWeightRow(r, k.t, 2), 0x0000), randQ8KRaw(r, 2)},
-			{"inf scale", setF16(k.t, randWeightRow(r, k.t, 2), 0x7c00), randQ8KRaw(r, 2)},
+			{"subnormal scale", setF16(k.t, randWeightRow(r, k.t, 2), 0x0001), randQ8KRaw(r, 2, k.minCode)},
+			{"zero scale", setF16(k.t, randWeightRow(r, k.t, 2), 0x0000), randQ8KRaw(r, 2, k.minCode)},
+			{"inf scale", setF16(k.t, randWeightRow(r, k.t, 2), 0x7c00), randQ8KRaw(r, 2, k.minCode)},
 			{"zero activation", randWeightRow(r, k.t, 2), make([]BlockQ8K, 2)},
+			// QuantizeQ8K's one output outside -127..127: a block too small
+			// for a finite scale gets d = -0 and codes of -128, which every
+			// kernel must weigh by that zero (or Inf by NaN) as the
+			// reference does.
+			{"subnormal activation", randWeightRow(r, k.t, 3), tinyQ8K(t, 3)},
+			{"subnormal activation, inf scale", setF16(k.t, randWeightRow(r, k.t, 3), 0x7c00), tinyQ8K(t, 3)},
 			// A row longer than the activation: only len(y) blocks count.
-			{"long row", randWeightRow(r, k.t, 5), randQ8KRaw(r, 3)},
+			{"long row", randWeightRow(r, k.t, 5), randQ8KRaw(r, 3, k.minCode)},
 			{"no blocks", nil, nil},
 		}
 		for _, tc := range tests {
@@ -160,7 +189,7 @@ func TestAVX2KQuantEdges(t *testing.T) {
 		}
 		t.Run(k.t.String()+"/short row panics", func(t *testing.T) {
 			w := randWeightRow(r, k.t, 2)
-			y := randQ8KRaw(r, 3)
+			y := randQ8KRaw(r, 3, k.minCode)
 			require.Panics(t, func() { k.ref(w, y) })
 			require.Panics(t, func() { k.avx2(w, y) })
 		})
@@ -187,15 +216,15 @@ func TestAVX2IQ2XXSEveryIndex(t *testing.T) {
 				binary.LittleEndian.PutUint32(grp[4:], a1)
 			}
 		}
-		y := randQ8KRaw(r, nb)
+		y := randQ8KRaw(r, nb, -127)
 		requireSameBits(t, DotIQ2XXS(w, y), dotIQ2XXSAVX2(w, y), "rotation %d", rot)
 	}
 }
 
 func TestAVX2KQuantAllocFree(t *testing.T) {
 	r := rand.New(rand.NewPCG(29, 30))
-	y := randQ8KRaw(r, 16)
 	for _, k := range avx2KKernels(t) {
+		y := randQ8KRaw(r, 16, k.minCode)
 		w := randWeightRow(r, k.t, 16)
 		var sink float32
 		allocs := testing.AllocsPerRun(100, func() { sink += k.avx2(w, y) })
@@ -227,7 +256,7 @@ func TestAVX2KQuantNoOverread(t *testing.T) {
 			copy(w, randWeightRow(r, k.t, nb))
 			ymem := guardedTail(t, nb*int(unsafe.Sizeof(BlockQ8K{})))
 			y := unsafe.Slice((*BlockQ8K)(unsafe.Pointer(&ymem[0])), nb)
-			copy(y, randQ8KRaw(r, nb))
+			copy(y, randQ8KRaw(r, nb, k.minCode))
 			requireSameBits(t, k.ref(w, y), k.avx2(w, y), "guarded")
 		})
 	}
@@ -241,25 +270,26 @@ func FuzzAVX2KQuant(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0x00, 0x3c}, []byte{0x7f, 0x80, 0x01}, float32(0.5))
 	f.Fuzz(func(t *testing.T, wseed, yseed []byte, d float32) {
 		ks := avx2KKernels(t)
-		// The activation: yseed repeated over one or two blocks.
+		// The activation: yseed repeated over one or two blocks, its
+		// codes raised to the kernel's lowest.
 		nb := 1 + len(yseed)%2
-		y := make([]BlockQ8K, nb)
-		for b := range y {
-			y[b].D = d
-			for i := range y[b].Qs {
-				if len(yseed) > 0 {
-					y[b].Qs[i] = int8(yseed[(b*QK_K+i)%len(yseed)])
-				}
-			}
-			for g := range y[b].Bsums {
-				var s int16
-				for _, q := range y[b].Qs[16*g : 16*g+16] {
-					s += int16(q)
-				}
-				y[b].Bsums[g] = s
-			}
-		}
 		for _, k := range ks {
+			y := make([]BlockQ8K, nb)
+			for b := range y {
+				y[b].D = d
+				for i := range y[b].Qs {
+					if len(yseed) > 0 {
+						y[b].Qs[i] = max(int8(yseed[(b*QK_K+i)%len(yseed)]), k.minCode)
+					}
+				}
+				for g := range y[b].Bsums {
+					var s int16
+					for _, q := range y[b].Qs[16*g : 16*g+16] {
+						s += int16(q)
+					}
+					y[b].Bsums[g] = s
+				}
+			}
 			w := make([]byte, nb*k.t.BlockBytes())
 			for i := range w {
 				if len(wseed) > 0 {

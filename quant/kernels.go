@@ -14,7 +14,7 @@ type Kernels struct {
 	Q2K      func(w []byte, y []BlockQ8K) float32
 	Q2Kx4    func(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) // out[t] = Q2K(w, yt) bit for bit, four activations of one length
 	Q4K      func(w []byte, y []BlockQ8K) float32
-	IQ2XXS   func(w []byte, y []BlockQ8K) float32                       // y's Bsums as QuantizeQ8K sets them (the AVX-512 kernel uses them)
+	IQ2XXS   func(w []byte, y []BlockQ8K) float32                       // y as QuantizeQ8K makes it: codes in -127..127 in blocks of nonzero D (the avx2 kernel's need), Bsums their sums (the AVX-512 kernel's)
 	IQ2XXSx4 func(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) // out[t] = IQ2XXS(w, yt) bit for bit, four activations of one length
 	F16      func(w []byte, x []float32) float32
 	F32      func(w []byte, x []float32) float32
@@ -23,7 +23,7 @@ type Kernels struct {
 	Q8_0Tile     func(tile []byte, x []BlockQ8_0, sums []int32, n int, out []float32) // out[t*16+i] = Q8_0(row i, x[t*nb:(t+1)*nb]) bit for bit (codes in -127..127, Q8_0's precondition) for t < n, i < 16; sums = Q8_0Sums(x) (the avx2 set does not read it); nil where PackQ8_0Tile is
 
 	PackIQ2XXSTile func(dst, w []byte, rowBytes int)                     // packs the 16 rows w[i*rowBytes:(i+1)*rowBytes] (rowBytes = nb*66) into dst[:IQ2XXSTileBytes(nb)] (tile_iq2.go); nil where the set has no IQ2_XXS tile kernel
-	IQ2XXSTile     func(tile []byte, y []BlockQ8K, n int, out []float32) // out[t*16+i] = IQ2XXS(row i, y[t*nb:(t+1)*nb]) bit for bit for t < n, i < 16 (y's Bsums as QuantizeQ8K sets them); nil where PackIQ2XXSTile is
+	IQ2XXSTile     func(tile []byte, y []BlockQ8K, n int, out []float32) // out[t*16+i] = IQ2XXS(row i, y[t*nb:(t+1)*nb]) bit for bit for t < n, i < 16 (y as IQ2XXS takes it); nil where PackIQ2XXSTile is
 
 	PackQ2KTile func(dst, w []byte, rowBytes int)                     // packs the 16 rows w[i*rowBytes:(i+1)*rowBytes] (rowBytes = nb*84) into dst[:Q2KTileBytes(nb)] (tile_q2k.go); nil where the set has no Q2_K tile kernel
 	Q2KTile     func(tile []byte, y []BlockQ8K, n int, out []float32) // out[t*16+i] = Q2K(row i, y[t*nb:(t+1)*nb]) bit for bit for t < n, i < 16; nil where PackQ2KTile is

@@ -247,6 +247,17 @@ func q8Terms(c *dotCase) (dot, mag float64) {
 // produces and the Q8_0 vector kernel assumes.
 func q8Code(q int8) int8 { return max(q, -127) }
 
+// q8KCode maps an activation code into what the vector kernels of weight
+// type t take: -127..127 (QuantizeQ8K's range, q8Code's) for IQ2_XXS, whose
+// AVX2 kernels put the weights' signs onto the codes, and the whole int8
+// range for the other K-quants.
+func q8KCode(t quant.Type, q int8) int8 {
+	if t == quant.IQ2_XXS {
+		return q8Code(q)
+	}
+	return q
+}
+
 // floatDot returns the dot of c's float row with c.x in float64 and
 // Σ|w_i·x_i|. Every product is exact in float64 (at most 24+24 significant
 // bits), so the dot is within γ64(n)·Σ|w_i·x_i| of the exact one.
@@ -464,7 +475,7 @@ func (f *kernelField) blockCase(name string, nb int, wbyte func() byte, scale fu
 		y := &c.q8k[b]
 		y.D = d(b)
 		for i := range y.Qs {
-			y.Qs[i] = code(quant.QK_K*b + i)
+			y.Qs[i] = q8KCode(f.typ, code(quant.QK_K*b+i))
 		}
 		for g := range y.Bsums {
 			var s int16
@@ -795,7 +806,7 @@ func FuzzVectorKernels(f *testing.F) {
 					y := &c.q8k[b]
 					y.D = d(b)
 					for i := range y.Qs {
-						y.Qs[i] = codes(b, i)
+						y.Qs[i] = q8KCode(kf.typ, codes(b, i))
 						y.Bsums[i/16] += int16(y.Qs[i])
 					}
 				}
@@ -836,9 +847,9 @@ type x4Case struct {
 
 // x4Cases returns, for the block field f, rows of every size in sizes with
 // random codes and scales, and rows of extreme codes (activation codes of
-// -128 included; Q8_0 activations map them to -127, its precondition) and
-// special scales for each size in extremeSizes, each with four
-// activations that differ from one another.
+// -128 included; Q8_0 and IQ2_XXS activations map them to -127, their
+// kernels' precondition) and special scales for each size in
+// extremeSizes, each with four activations that differ from one another.
 func x4Cases(r *rand.Rand, f *kernelField, sizes, extremeSizes []int) []x4Case {
 	randByte := func() byte { return byte(r.Uint32()) }
 	randScale := func(int, int) uint16 { return randScaleF16(r) }

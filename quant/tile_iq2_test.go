@@ -45,11 +45,12 @@ func iq2TileRows(r *rand.Rand, nb int) (w []byte, rowBytes int) {
 	return w, rowBytes
 }
 
-// iq2TileActivation returns n tokens of nb Q8_K blocks each. Token t is, by
-// t mod 4: random floats quantized by QuantizeQ8K; random codes over the
-// whole -128..127 with a random scale; the extremes -128 and 127
-// alternating; all codes -128 or all 127, block by block. Bsums are always
-// the sums of the codes, as QuantizeQ8K sets them.
+// iq2TileActivation returns n tokens of nb Q8_K blocks each, their codes
+// in QuantizeQ8K's range -127..127 (the IQ2_XXS kernels' precondition).
+// Token t is, by t mod 4: random floats quantized by QuantizeQ8K; random
+// codes over the whole range with a random scale; the extremes -127 and
+// 127 alternating; all codes -127 or all 127, block by block. Bsums are
+// always the sums of the codes, as QuantizeQ8K sets them.
 func iq2TileActivation(r *rand.Rand, n, nb int) []quant.BlockQ8K {
 	y := make([]quant.BlockQ8K, n*nb)
 	for tok := range n {
@@ -67,11 +68,11 @@ func iq2TileActivation(r *rand.Rand, n, nb int) []quant.BlockQ8K {
 			for j := range blk.Qs {
 				switch tok % 4 {
 				case 1:
-					blk.Qs[j] = int8(r.IntN(256) - 128)
+					blk.Qs[j] = int8(r.IntN(255) - 127)
 				case 2:
-					blk.Qs[j] = []int8{-128, 127}[(j+b)%2]
+					blk.Qs[j] = []int8{-127, 127}[(j+b)%2]
 				case 3:
-					blk.Qs[j] = []int8{-128, 127}[b%2]
+					blk.Qs[j] = []int8{-127, 127}[b%2]
 				}
 			}
 			blk.D = []float32{float32(r.NormFloat64()), 1e30, -1e-30, 3.5, 0x1p-126}[b%5]
