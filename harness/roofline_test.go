@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -182,6 +183,41 @@ func TestReprobeRead(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := ReprobeRead(ctx, cfg, &mc, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled context: err = %v", err)
+	}
+}
+
+// TestReprobeCompute checks that a second probe of the arithmetic peaks
+// only raises them: a higher earlier figure stays, a zero one is measured,
+// and the bandwidth is left alone.
+func TestReprobeCompute(t *testing.T) {
+	cfg := MachineConfig{BufferBytes: 8 << 20, MinTime: 10 * time.Millisecond, Trials: 1, Threads: 2}
+	mc := Machine{Int8Gops1: 1e9, ReadGBsAll: 7}
+	var steps []string
+	if err := ReprobeCompute(context.Background(), cfg, &mc, func(s string) { steps = append(steps, s) }); err != nil {
+		t.Fatal(err)
+	}
+	if mc.Int8Gops1 != 1e9 {
+		t.Errorf("Int8Gops1 = %v, want the higher 1e9 kept", mc.Int8Gops1)
+	}
+	for name, v := range map[string]float64{"Int8GopsAll": mc.Int8GopsAll, "FMAGflops1": mc.FMAGflops1, "FMAGflopsAll": mc.FMAGflopsAll} {
+		if v <= 0 || v > 1e6 {
+			t.Errorf("%s = %v, want a measured figure", name, v)
+		}
+	}
+	if mc.ReadGBsAll != 7 || mc.ReadGBs1 != 0 {
+		t.Errorf("bandwidth %v, %v, want 0 and 7 left alone", mc.ReadGBs1, mc.ReadGBsAll)
+	}
+	want := []string{"float32 FMA, 1 thread", "float32 FMA, 2 threads", "int8 dot, 1 thread", "int8 dot, 2 threads"}
+	if cpu.HasVNNI() {
+		want = append(want, "int8 VNNI dot, 1 thread", "int8 VNNI dot, 2 threads")
+	}
+	if !slices.Equal(steps, want) {
+		t.Errorf("steps %q, want %q", steps, want)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := ReprobeCompute(ctx, cfg, &mc, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled context: err = %v", err)
 	}
 }

@@ -30,9 +30,10 @@ Where the CPU has AVX-512 VNNI, whose int8 dot the avx512 kernels use,
 the int8 peak and the prefill limit are also given for it. It also
 times each weight type's dot kernel on rows in cache: a type whose
 kernel is slower than memory bounds decode below the speed of light,
-and the decode kernel limit sums those bounds. The bandwidth is probed
-again after the model ran and the best figure kept, since a shared
-machine's bandwidth moves. For the same reason decode is also measured
+and the decode kernel limit sums those bounds. The bandwidth and the
+arithmetic peaks are probed again after the model ran and the best
+figures kept, since a shared machine's figures move. For the same reason
+decode is also measured
 in rounds that each follow their own bandwidth probe (--rounds): their
 median fraction of the speed of light is taken at the bandwidth of each
 round's moment.
@@ -155,9 +156,13 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err != nil {
 			return err
 		}
-		// The bandwidth drifts; the best of the probes before and after
-		// the run keeps the fraction of the speed of light conservative.
+		// The bandwidth and the arithmetic peaks drift; the best of the
+		// probes before and after the run keeps the fractions of the
+		// speed of light and of the compute limit conservative.
 		if err := harness.ReprobeRead(ctx, probeCfg, &mc, step); err != nil {
+			return err
+		}
+		if err := harness.ReprobeCompute(ctx, probeCfg, &mc, step); err != nil {
 			return err
 		}
 		harness.SetFloors(rates, mc)
@@ -286,15 +291,14 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 	r := recs[len(recs)-1]
 	mb := func(b int64) string { return fmt.Sprintf("%.2f", float64(b)/1e6) }
 	fmt.Fprintf(w, "machine: %s, %d threads, %s\n", meta.CPUModel, r.ProbeThreads, meta.Notes)
-	fmt.Fprintf(w, "read bandwidth   %8.2f GB/s (1 thread)  %8.2f GB/s (%d threads)", r.ReadGBs1, r.ReadGBsAll, r.ProbeThreads)
-	if r.DecodeTokens > 0 {
-		fmt.Fprint(w, "   (the best of probes before and after the model ran)")
-	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "read bandwidth   %8.2f GB/s (1 thread)  %8.2f GB/s (%d threads)\n", r.ReadGBs1, r.ReadGBsAll, r.ProbeThreads)
 	fmt.Fprintf(w, "float32 FMA      %8.2f GFLOP/s          %8.2f GFLOP/s\n", r.FMAGflops1, r.FMAGflopsAll)
 	fmt.Fprintf(w, "int8 dot (AVX2)  %8.2f Gop/s            %8.2f Gop/s\n", r.Int8Gops1, r.Int8GopsAll)
 	if r.VNNIGopsAll > 0 {
 		fmt.Fprintf(w, "int8 dot (VNNI)  %8.2f Gop/s            %8.2f Gop/s\n", r.VNNIGops1, r.VNNIGopsAll)
+	}
+	if r.DecodeTokens > 0 {
+		fmt.Fprintln(w, "                 (each the best of probes before and after the model ran)")
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
