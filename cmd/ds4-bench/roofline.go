@@ -33,10 +33,9 @@ kernel is slower than memory bounds decode below the speed of light,
 and the decode kernel limit sums those bounds. The bandwidth and the
 arithmetic peaks are probed again after the model ran and the best
 figures kept, since a shared machine's figures move. For the same reason
-decode is also measured
-in rounds that each follow their own bandwidth probe (--rounds): their
-median fraction of the speed of light is taken at the bandwidth of each
-round's moment.
+decode is also measured in rounds that each follow their own bandwidth
+probe (--rounds): their median fraction of the speed of light is taken
+at the bandwidth of each round's moment.
 
 Options:
 `
