@@ -66,9 +66,6 @@ func MeasureMachine(ctx context.Context, cfg MachineConfig, step func(string)) (
 	if err := cfg.normalize(); err != nil {
 		return Machine{}, err
 	}
-	if step == nil {
-		step = func(string) {}
-	}
 	mc := Machine{ProbeThreads: int64(cfg.Threads), BufferBytes: cfg.BufferBytes}
 	if err := probeRead(ctx, cfg, &mc, step); err != nil {
 		return mc, err
@@ -112,24 +109,18 @@ func ReprobeRead(ctx context.Context, cfg MachineConfig, mc *Machine, step func(
 	if err := cfg.normalize(); err != nil {
 		return err
 	}
-	if step == nil {
-		step = func(string) {}
-	}
 	return probeRead(ctx, cfg, mc, step)
 }
 
 // ReprobeCompute measures the arithmetic peaks again, as MeasureMachine
 // does, and raises mc's figures to the new ones where those are higher.
-// On a shared machine a neighbour's work can halve a probe's reading (the
-// all-threads int8 peak read 257 to 366 Gop/s across runs on a 2-core
-// AMD Zen 3), and a peak taken in such a dip would overstate the fraction
-// of it that prefill reaches.
+// On a shared machine a neighbour's work can take a third off a probe's
+// reading (the all-threads int8 peak read 257 to 366 Gop/s across runs
+// on a 2-core AMD Zen 3), and a peak taken in such a dip would overstate
+// the fraction of it that prefill reaches.
 func ReprobeCompute(ctx context.Context, cfg MachineConfig, mc *Machine, step func(string)) error {
 	if err := cfg.normalize(); err != nil {
 		return err
-	}
-	if step == nil {
-		step = func(string) {}
 	}
 	return runProbes(ctx, cfg, computeProbes(cfg, mc), step)
 }
@@ -144,10 +135,13 @@ type probe struct {
 	run     func(threads int) (units float64, elapsed time.Duration)
 }
 
-// runProbes runs each probe cfg.Trials times.
+// runProbes runs each probe cfg.Trials times, telling step (when not nil)
+// each probe's name.
 func runProbes(ctx context.Context, cfg MachineConfig, probes []probe, step func(string)) error {
 	for _, p := range probes {
-		step(p.name)
+		if step != nil {
+			step(p.name)
+		}
 		for range cfg.Trials {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("harness: roofline: %w", err)
