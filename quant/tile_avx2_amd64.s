@@ -757,7 +757,7 @@ GLOBL iq2tBias<>(SB), RODATA|NOPTR, $4
 // IQ2T_EXPAND sets Yr (low half Xr) to the 32 weights of group g of the
 // IQ2_XXS block at P, each plus 64: the grid rows gathered and the signs
 // decoded as dot_k_amd64.s's IQ2EXPAND does, from the grid at R10, with
-// Y12 zero, Y13 the bytes 64, Y14 the bytes 1 and Y15 ·iq2SignShift.
+// Y12 zero, Y13 the bytes 64, Y14 the bytes 1 and Y15 ·iq2SignSel.
 // Clobbers DX and Y8..Y10.
 #define IQ2T_EXPAND(g, P, Yr, Xr) \
 	MOVBLZX      (g*8+2)P, DX \
@@ -770,8 +770,7 @@ GLOBL iq2tBias<>(SB), RODATA|NOPTR, $4
 	VPINSRQ      $1, (R10)(DX*8), X8, X8 \
 	VINSERTI128  $1, X8, Yr, Yr \
 	VPBROADCASTD (g*8+6)P, Y9 \
-	VPSRLVQ      Y15, Y9, Y9 \
-	VPSHUFB      ·iq2SignRepl(SB), Y9, Y9 \
+	VPSHUFB      Y15, Y9, Y9 \
 	VPAND        ·iq2SignBits(SB), Y9, Y9 \
 	VPCMPEQB     ·iq2SignTest(SB), Y9, Y9 \
 	VPSADBW      Y12, Y9, Y10 \
@@ -841,7 +840,7 @@ TEXT ·packIQ2XXSTileAVX2Asm(SB), NOSPLIT, $0-32
 	VPXOR        Y12, Y12, Y12
 	VPBROADCASTD iq2tBias<>(SB), Y13
 	VMOVDQU      ·iq2Ones(SB), Y14
-	VMOVDQU      ·iq2SignShift(SB), Y15
+	VMOVDQU      ·iq2SignSel(SB), Y15
 	XORQ         R11, R11
 
 iq2phalf:
