@@ -34,8 +34,10 @@ type Machine struct {
 	ReadGBsAll   float64 `parquet:"read_gbs_all"` // GB/s read by ProbeThreads goroutines
 	FMAGflops1   float64 `parquet:"fma_gflops_1"` // float32 GFLOP/s (an FMA is 2) of one goroutine
 	FMAGflopsAll float64 `parquet:"fma_gflops_all"`
-	Int8Gops1    float64 `parquet:"int8_gops_1"` // int8 Gop/s (a multiply-add is 2) of one goroutine, AVX2 mix
+	Int8Gops1    float64 `parquet:"int8_gops_1"` // int8 Gop/s (a multiply-add is 2) of one goroutine, AVX2 mix of the Q8_K dots
 	Int8GopsAll  float64 `parquet:"int8_gops_all"`
+	Q8_0Gops1    float64 `parquet:"q8_0_gops_1"` // int8 Gop/s of one goroutine, AVX2 mix of the Q8_0 dots (Int8Gops1's and a VPSIGNB)
+	Q8_0GopsAll  float64 `parquet:"q8_0_gops_all"`
 	VNNIGops1    float64 `parquet:"vnni_gops_1"` // int8 Gop/s of one goroutine with AVX-512 VNNI; 0 without it
 	VNNIGopsAll  float64 `parquet:"vnni_gops_all"`
 	BufferBytes  int64   `parquet:"buffer_bytes"`
@@ -82,6 +84,9 @@ func computeProbes(cfg MachineConfig, mc *Machine) []probe {
 	i8 := func(threads int) (float64, time.Duration) {
 		return loopProbe(threads, cfg.MinTime, cpu.DotI8OpsPerIter, func(n int) { runtime.KeepAlive(cpu.DotI8Loop(n)) })
 	}
+	q8 := func(threads int) (float64, time.Duration) {
+		return loopProbe(threads, cfg.MinTime, cpu.DotQ8_0OpsPerIter, func(n int) { runtime.KeepAlive(cpu.DotQ8_0Loop(n)) })
+	}
 	vnni := func(threads int) (float64, time.Duration) {
 		return loopProbe(threads, cfg.MinTime, cpu.DotVNNIOpsPerIter, func(n int) { runtime.KeepAlive(cpu.DotVNNILoop(n)) })
 	}
@@ -90,6 +95,8 @@ func computeProbes(cfg MachineConfig, mc *Machine) []probe {
 		{fmt.Sprintf("float32 FMA, %d threads", cfg.Threads), &mc.FMAGflopsAll, cfg.Threads, fma},
 		{"int8 dot, 1 thread", &mc.Int8Gops1, 1, i8},
 		{fmt.Sprintf("int8 dot, %d threads", cfg.Threads), &mc.Int8GopsAll, cfg.Threads, i8},
+		{"int8 Q8_0 dot, 1 thread", &mc.Q8_0Gops1, 1, q8},
+		{fmt.Sprintf("int8 Q8_0 dot, %d threads", cfg.Threads), &mc.Q8_0GopsAll, cfg.Threads, q8},
 	}
 	if cpu.HasVNNI() {
 		probes = append(probes,
@@ -231,6 +238,7 @@ type Traffic struct {
 	IndexerBytes int64  `parquet:"indexer_bytes"` // indexer query weights, read only past 4·IndexerTopK tokens (not in Bytes)
 	Bytes        int64  `parquet:"bytes"`         // DenseBytes + ExpertBytes
 	MACsInt8     int64  `parquet:"macs_int8"`     // multiply-adds against int8-quantized activations
+	MACsQ8_0     int64  `parquet:"macs_q8_0"`     // those of MACsInt8 with Q8_0 weights (and Q8_0 activations)
 	MACsFloat    int64  `parquet:"macs_float"`    // multiply-adds against float32 activations
 }
 
@@ -305,6 +313,9 @@ func decodeTraffic(f *gguf.File, p layout.Params) ([]Traffic, map[quant.Type]int
 		byType[t.Type] += size
 		if t.Type == quant.Q8_0 || t.Type == quant.Q2_K || t.Type == quant.Q4_K || t.Type == quant.IQ2_XXS {
 			tr.MACsInt8 += macs
+			if t.Type == quant.Q8_0 {
+				tr.MACsQ8_0 += macs
+			}
 		} else {
 			tr.MACsFloat += macs
 		}
@@ -318,6 +329,7 @@ func decodeTraffic(f *gguf.File, p layout.Params) ([]Traffic, map[quant.Type]int
 		total.IndexerBytes += tr.IndexerBytes
 		total.Bytes += tr.Bytes
 		total.MACsInt8 += tr.MACsInt8
+		total.MACsQ8_0 += tr.MACsQ8_0
 		total.MACsFloat += tr.MACsFloat
 	}
 	return append(parts, total), byType, nil
@@ -344,10 +356,12 @@ func PrefillWork(parts []Traffic, n int64) Traffic {
 		case "head":
 			if n > 0 {
 				w.MACsInt8 += t.MACsInt8 / n
+				w.MACsQ8_0 += t.MACsQ8_0 / n
 				w.MACsFloat += t.MACsFloat / n
 			}
 		default:
 			w.MACsInt8 += t.MACsInt8
+			w.MACsQ8_0 += t.MACsQ8_0
 			w.MACsFloat += t.MACsFloat
 		}
 	}
@@ -357,11 +371,29 @@ func PrefillWork(parts []Traffic, n int64) Traffic {
 // PrefillLimit returns the compute-bound prefill limit in tokens/s: the
 // multiply-adds of work (one token's, see PrefillWork) at the all-threads
 // peak of their instruction mix (int8 dot for quantized weights, float32
-// FMA for float ones). The int8 peak is that of the plainest Q8 dot; the
-// IQ2/K-quant dots need extra work per weight, so the bound is optimistic
-// for them.
+// FMA for float ones). The int8 peak is that of the plainest Q8 dot, the
+// Q8_K dots' multiply and widening adds; the AVX2 Q8_0 dots add a sign
+// step (PrefillLimitMix) and the IQ2/K-quant ones unpack their weights,
+// so the bound is optimistic for both.
 func PrefillLimit(mc Machine, work Traffic) float64 {
 	return prefillLimit(mc.Int8GopsAll, mc.FMAGflopsAll, work)
+}
+
+// PrefillLimitMix is PrefillLimit with the multiply-adds of Q8_0 weights
+// at the peak of the AVX2 Q8_0 dots' mix, which moves signs besides (both
+// its operands are signed), and the other int8 ones at the int8 peak: the
+// bound of the avx2 kernels' instructions; 0 before the Q8_0 mix is
+// probed.
+func PrefillLimitMix(mc Machine, work Traffic) float64 {
+	if mc.Q8_0GopsAll == 0 || mc.Int8GopsAll == 0 || mc.FMAGflopsAll == 0 {
+		return 0
+	}
+	sec := 2*float64(work.MACsQ8_0)/(mc.Q8_0GopsAll*1e9) + 2*float64(work.MACsInt8-work.MACsQ8_0)/(mc.Int8GopsAll*1e9) +
+		2*float64(work.MACsFloat)/(mc.FMAGflopsAll*1e9)
+	if sec == 0 {
+		return 0
+	}
+	return 1 / sec
 }
 
 // PrefillLimitVNNI is PrefillLimit with the int8 multiply-adds at the
@@ -498,12 +530,15 @@ type RooflineRecord struct {
 	Speed
 	DecodeLimitTPS       float64 `parquet:"decode_limit_tps"`
 	PrefillMACsInt8      int64   `parquet:"prefill_macs_int8"`  // PrefillWork's, per token of the timed prefill
+	PrefillMACsQ8_0      int64   `parquet:"prefill_macs_q8_0"`  // PrefillWork's, per token of the timed prefill
 	PrefillMACsFloat     int64   `parquet:"prefill_macs_float"` // PrefillWork's, per token of the timed prefill
 	PrefillLimitTPS      float64 `parquet:"prefill_limit_tps"`
+	PrefillLimitMixTPS   float64 `parquet:"prefill_limit_mix_tps"`  // PrefillLimitMix
 	PrefillLimitVNNITPS  float64 `parquet:"prefill_limit_vnni_tps"` // PrefillLimitVNNI; 0 without VNNI
 	KernelLimitTPS       float64 `parquet:"kernel_limit_tps"`       // KernelLimit of the run's kernel rates; 0 when not measured
 	DecodeFraction       float64 `parquet:"decode_fraction"`
 	PrefillFraction      float64 `parquet:"prefill_fraction"`
+	PrefillFractionMix   float64 `parquet:"prefill_fraction_mix"`
 	PrefillFractionVNNI  float64 `parquet:"prefill_fraction_vnni"`
 	DecodeKernelFraction float64 `parquet:"decode_kernel_fraction"` // decode rate over KernelLimitTPS
 	// The decode rounds (MeasureDecodeRounds), each round's fraction of
@@ -529,7 +564,7 @@ func RooflineRecords(meta RunMeta, mc Machine, parts []Traffic, rates []KernelRa
 		total = parts[len(parts)-1]
 	}
 	work := PrefillWork(parts, sp.PrefillTokens)
-	dl, pl, plv, kl := DecodeLimit(mc, total), PrefillLimit(mc, work), PrefillLimitVNNI(mc, work), KernelLimit(rates)
+	dl, pl, plm, plv, kl := DecodeLimit(mc, total), PrefillLimit(mc, work), PrefillLimitMix(mc, work), PrefillLimitVNNI(mc, work), KernelLimit(rates)
 	med, flo, fhi := RoundFractions(rounds, total.Bytes)
 	var glo, ghi float64
 	for i, r := range rounds {
@@ -541,9 +576,13 @@ func RooflineRecords(meta RunMeta, mc Machine, parts []Traffic, rates []KernelRa
 	recs := make([]RooflineRecord, len(parts))
 	for i, t := range parts {
 		r := RooflineRecord{RunMeta: meta, Machine: mc, Traffic: t, Speed: sp, DecodeLimitTPS: dl, PrefillLimitTPS: pl,
-			PrefillLimitVNNITPS: plv, KernelLimitTPS: kl, PrefillMACsInt8: work.MACsInt8, PrefillMACsFloat: work.MACsFloat,
+			PrefillLimitMixTPS: plm, PrefillLimitVNNITPS: plv, KernelLimitTPS: kl,
+			PrefillMACsInt8: work.MACsInt8, PrefillMACsQ8_0: work.MACsQ8_0, PrefillMACsFloat: work.MACsFloat,
 			DecodeRounds: int64(len(rounds)), DecodeRoundFraction: med, DecodeRoundFractionMin: flo, DecodeRoundFractionMax: fhi,
 			DecodeRoundReadGBsMin: glo, DecodeRoundReadGBsMax: ghi}
+		if plm > 0 {
+			r.PrefillFractionMix = sp.PrefillTPS / plm
+		}
 		if plv > 0 {
 			r.PrefillFractionVNNI = sp.PrefillTPS / plv
 		}

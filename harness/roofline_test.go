@@ -37,6 +37,7 @@ func TestDecodeTraffic(t *testing.T) {
 		}
 		return n
 	}
+	// The tiny model's quantized matrices are all Q8_0.
 	mats := func(ms ...backends.Matrix) (bytes, int8, float int64) {
 		for _, w := range ms {
 			bytes += int64(len(w.Data))
@@ -48,6 +49,14 @@ func TestDecodeTraffic(t *testing.T) {
 			}
 		}
 		return
+	}
+	expQ8 := func(ms ...backends.Matrix) (macs int64) {
+		for _, w := range ms {
+			if w.Type == quant.Q8_0 {
+				macs += k * int64(w.Rows) * int64(w.Cols)
+			}
+		}
+		return macs
 	}
 	var want Traffic
 	for il, l := range m.Layers {
@@ -69,9 +78,10 @@ func TestDecodeTraffic(t *testing.T) {
 		perExpert := int64(len(l.GateExps.Data)+len(l.UpExps.Data)+len(l.DownExps.Data)) / int64(l.GateExps.Experts)
 		expMACs := k * int64(3*p.Embd*p.ExpertFF)
 		if got.DenseBytes != dense || got.ExpertBytes != k*perExpert || got.IndexerBytes != idx ||
-			got.Bytes != dense+k*perExpert || got.MACsInt8 != i8+expMACs || got.MACsFloat != fl {
-			t.Errorf("layer %d: got %+v, want dense %d experts %d indexer %d int8 %d float %d",
-				il, got, dense, k*perExpert, idx, i8+expMACs, fl)
+			got.Bytes != dense+k*perExpert || got.MACsInt8 != i8+expMACs || got.MACsFloat != fl ||
+			got.MACsQ8_0 != i8+expQ8(l.GateExps, l.UpExps, l.DownExps) {
+			t.Errorf("layer %d: got %+v, want dense %d experts %d indexer %d int8 %d (Q8_0 %d) float %d",
+				il, got, dense, k*perExpert, idx, i8+expMACs, i8+expQ8(l.GateExps, l.UpExps, l.DownExps), fl)
 		}
 		want.Bytes += dense + k*perExpert
 	}
@@ -81,7 +91,7 @@ func TestDecodeTraffic(t *testing.T) {
 	}
 	hb, hi8, hfl := mats(m.OutHCFn, m.Output)
 	hb += f32(m.OutHCBase, m.OutHCScale, m.OutNorm)
-	if h := parts[len(parts)-2]; h.Bytes != hb || h.MACsInt8 != hi8 || h.MACsFloat != hfl {
+	if h := parts[len(parts)-2]; h.Bytes != hb || h.MACsInt8 != hi8 || h.MACsQ8_0 != hi8 || h.MACsFloat != hfl {
 		t.Errorf("head: got %+v, want %d bytes, %d int8 and %d float MACs", h, hb, hi8, hfl)
 	}
 	want.Bytes += embd + hb
@@ -106,6 +116,15 @@ func TestLimits(t *testing.T) {
 	// 200 Gop at 800 Gop/s + 50 GFLOP at 100 GFLOP/s = 0.75 s per token.
 	if got := PrefillLimitVNNI(Machine{VNNIGopsAll: 800, FMAGflopsAll: 100}, tot); math.Abs(got-1/0.75) > 1e-12 {
 		t.Errorf("PrefillLimitVNNI = %v, want 4/3", got)
+	}
+	// 60e9 Q8_0 multiply-adds (120 Gop) at 300 Gop/s, the other 80 Gop
+	// at 400 and 50 GFLOP at 100 GFLOP/s: 1.1 s per token.
+	mix := Machine{Int8GopsAll: 400, Q8_0GopsAll: 300, FMAGflopsAll: 100}
+	if got := PrefillLimitMix(mix, Traffic{MACsInt8: 100e9, MACsQ8_0: 60e9, MACsFloat: 25e9}); math.Abs(got-1/1.1) > 1e-12 {
+		t.Errorf("PrefillLimitMix = %v, want 1/1.1", got)
+	}
+	if PrefillLimitMix(mc, tot) != 0 {
+		t.Error("PrefillLimitMix without a Q8_0 peak is not 0")
 	}
 	if DecodeLimit(mc, Traffic{}) != 0 || PrefillLimit(Machine{}, tot) != 0 {
 		t.Error("limits of empty inputs are not 0")
@@ -138,23 +157,24 @@ func TestLimits(t *testing.T) {
 func TestPrefillWork(t *testing.T) {
 	parts := []Traffic{
 		{Part: "embd", MACsInt8: 0, MACsFloat: 0},
-		{Part: "layer", MACsInt8: 300, MACsFloat: 20},
-		{Part: "layer", MACsInt8: 300, MACsFloat: 20},
-		{Part: "head", MACsInt8: 1000, MACsFloat: 8},
-		{Part: "total", MACsInt8: 1600, MACsFloat: 48},
+		{Part: "layer", MACsInt8: 300, MACsQ8_0: 100, MACsFloat: 20},
+		{Part: "layer", MACsInt8: 300, MACsQ8_0: 100, MACsFloat: 20},
+		{Part: "head", MACsInt8: 1000, MACsQ8_0: 1000, MACsFloat: 8},
+		{Part: "total", MACsInt8: 1600, MACsQ8_0: 1200, MACsFloat: 48},
 	}
 	for _, c := range []struct {
-		n            int64
-		int8, floats int64
+		n                  int64
+		int8, q8_0, floats int64
 	}{
-		{1, 1600, 48}, // a one-token prefill is a decode step
-		{4, 850, 42},
-		{1000, 601, 40},
-		{0, 600, 40}, // no prompt: the head is not counted at all
+		{1, 1600, 1200, 48}, // a one-token prefill is a decode step
+		{4, 850, 450, 42},
+		{1000, 601, 201, 40},
+		{0, 600, 200, 40}, // no prompt: the head is not counted at all
 	} {
 		w := PrefillWork(parts, c.n)
-		if w.MACsInt8 != c.int8 || w.MACsFloat != c.floats {
-			t.Errorf("PrefillWork(%d) = %d int8, %d float multiply-adds; want %d, %d", c.n, w.MACsInt8, w.MACsFloat, c.int8, c.floats)
+		if w.MACsInt8 != c.int8 || w.MACsQ8_0 != c.q8_0 || w.MACsFloat != c.floats {
+			t.Errorf("PrefillWork(%d) = %d int8 (%d Q8_0), %d float multiply-adds; want %d (%d), %d",
+				c.n, w.MACsInt8, w.MACsQ8_0, w.MACsFloat, c.int8, c.q8_0, c.floats)
 		}
 	}
 }
@@ -200,7 +220,8 @@ func TestReprobeCompute(t *testing.T) {
 	if mc.Int8Gops1 != 1e9 {
 		t.Errorf("Int8Gops1 = %v, want the higher 1e9 kept", mc.Int8Gops1)
 	}
-	for name, v := range map[string]float64{"Int8GopsAll": mc.Int8GopsAll, "FMAGflops1": mc.FMAGflops1, "FMAGflopsAll": mc.FMAGflopsAll} {
+	for name, v := range map[string]float64{"Int8GopsAll": mc.Int8GopsAll, "FMAGflops1": mc.FMAGflops1, "FMAGflopsAll": mc.FMAGflopsAll,
+		"Q8_0Gops1": mc.Q8_0Gops1, "Q8_0GopsAll": mc.Q8_0GopsAll} {
 		if v <= 0 || v > 1e6 {
 			t.Errorf("%s = %v, want a measured figure", name, v)
 		}
@@ -208,7 +229,8 @@ func TestReprobeCompute(t *testing.T) {
 	if mc.ReadGBsAll != 7 || mc.ReadGBs1 != 0 {
 		t.Errorf("bandwidth %v, %v, want 0 and 7 left alone", mc.ReadGBs1, mc.ReadGBsAll)
 	}
-	want := []string{"float32 FMA, 1 thread", "float32 FMA, 2 threads", "int8 dot, 1 thread", "int8 dot, 2 threads"}
+	want := []string{"float32 FMA, 1 thread", "float32 FMA, 2 threads", "int8 dot, 1 thread", "int8 dot, 2 threads",
+		"int8 Q8_0 dot, 1 thread", "int8 Q8_0 dot, 2 threads"}
 	if cpu.HasVNNI() {
 		want = append(want, "int8 VNNI dot, 1 thread", "int8 VNNI dot, 2 threads")
 	}
@@ -252,7 +274,7 @@ func TestMeasureMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	rates := map[string]float64{"read 1": mc.ReadGBs1, "read all": mc.ReadGBsAll, "fma 1": mc.FMAGflops1,
-		"fma all": mc.FMAGflopsAll, "int8 1": mc.Int8Gops1, "int8 all": mc.Int8GopsAll}
+		"fma all": mc.FMAGflopsAll, "int8 1": mc.Int8Gops1, "int8 all": mc.Int8GopsAll, "q8_0 1": mc.Q8_0Gops1, "q8_0 all": mc.Q8_0GopsAll}
 	if cpu.HasVNNI() {
 		rates["vnni 1"], rates["vnni all"] = mc.VNNIGops1, mc.VNNIGopsAll
 	} else if mc.VNNIGops1 != 0 || mc.VNNIGopsAll != 0 {

@@ -1,10 +1,11 @@
 package cpu
 
 // The probes below measure what the machine can do at best: ReadSum streams
-// memory as fast as loads retire, FMALoop and DotI8Loop run the two
-// instruction mixes of the dot kernels (float32 FMA, and the int8 multiply
-// and widening adds of the Q8_0/Q8_K dots) with enough independent chains
-// to hide their latency. harness.MeasureMachine times them.
+// memory as fast as loads retire, FMALoop, DotI8Loop and DotQ8_0Loop run
+// the instruction mixes of the dot kernels (float32 FMA, the int8 multiply
+// and widening adds of the Q8_K dots, and those of the Q8_0 dots, which on
+// AVX2 also move signs) with enough independent chains to hide their
+// latency. harness.MeasureMachine times them.
 
 // ReadSumAlign is the granularity of ReadSum: it reads len(b) rounded down
 // to a multiple of it.
@@ -17,6 +18,10 @@ const FMAFlopsPerIter = 12 * 8 * 2
 // DotI8OpsPerIter is the number of int8 operations (a multiply and an add
 // per byte pair) one DotI8Loop iteration performs (6 chains of 32 pairs).
 const DotI8OpsPerIter = 6 * 32 * 2
+
+// DotQ8_0OpsPerIter is the number of int8 operations one DotQ8_0Loop
+// iteration performs (6 chains of 32 pairs).
+const DotQ8_0OpsPerIter = 6 * 32 * 2
 
 // DotVNNIOpsPerIter is the number of int8 operations one DotVNNILoop
 // iteration performs (12 chains of 64 pairs).
@@ -51,6 +56,17 @@ func DotI8Loop(n int) int32 {
 		return 0
 	}
 	return dotI8Loop(n)
+}
+
+// DotQ8_0Loop is DotI8Loop with the sign step of the AVX2 Q8_0 dots
+// added to each chain: VPSIGNB puts the signs of one signed operand onto
+// the other before the unsigned-times-signed multiply, as both Q8_0
+// operands are signed. It returns the same value.
+func DotQ8_0Loop(n int) int32 {
+	if n <= 0 {
+		return 0
+	}
+	return dotQ8_0Loop(n)
 }
 
 // HasVNNI reports whether DotVNNILoop runs the AVX-512 VNNI instruction

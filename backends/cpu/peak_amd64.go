@@ -32,11 +32,20 @@ func dotI8Loop(n int) int32 {
 	return dotI8LoopAVX2(n)
 }
 
+func dotQ8_0Loop(n int) int32 {
+	if !hasAVX2 {
+		return dotI8LoopGo(n)
+	}
+	return dotQ8_0LoopAVX2(n)
+}
+
 //go:noescape
 func readSumAVX2(b []byte) uint64
 
 func fmaLoopAVX2(n int) float32
 
 func dotI8LoopAVX2(n int) int32
+
+func dotQ8_0LoopAVX2(n int) int32
 
 func dotVNNILoop(n int) int32

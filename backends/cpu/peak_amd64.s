@@ -122,6 +122,53 @@ iloop:
 	MOVL AX, ret+8(FP)
 	RET
 
+// func dotQ8_0LoopAVX2(n int) int32
+// The AVX2 Q8_0 dot in six independent accumulators: dotI8LoopAVX2's
+// chain after a VPSIGNB, which the Q8_0 kernels need because both of its
+// operands are signed: the weights' signs go onto the activation codes
+// before VPMADDUBSW multiplies them by the weights' magnitudes.
+TEXT ·dotQ8_0LoopAVX2(SB), NOSPLIT, $0-12
+	MOVQ n+0(FP), CX
+	VPBROADCASTQ bytes1<>(SB), Y12
+	VPBROADCASTQ words1<>(SB), Y13
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+qloop:
+	VPSIGNB Y12, Y12, Y6
+	VPSIGNB Y12, Y12, Y7
+	VPSIGNB Y12, Y12, Y8
+	VPSIGNB Y12, Y12, Y9
+	VPSIGNB Y12, Y12, Y10
+	VPSIGNB Y12, Y12, Y11
+	VPMADDUBSW Y6, Y12, Y6
+	VPMADDUBSW Y7, Y12, Y7
+	VPMADDUBSW Y8, Y12, Y8
+	VPMADDUBSW Y9, Y12, Y9
+	VPMADDUBSW Y10, Y12, Y10
+	VPMADDUBSW Y11, Y12, Y11
+	VPMADDWD Y13, Y6, Y6
+	VPMADDWD Y13, Y7, Y7
+	VPMADDWD Y13, Y8, Y8
+	VPMADDWD Y13, Y9, Y9
+	VPMADDWD Y13, Y10, Y10
+	VPMADDWD Y13, Y11, Y11
+	VPADDD Y6, Y0, Y0
+	VPADDD Y7, Y1, Y1
+	VPADDD Y8, Y2, Y2
+	VPADDD Y9, Y3, Y3
+	VPADDD Y10, Y4, Y4
+	VPADDD Y11, Y5, Y5
+	DECQ CX
+	JNZ qloop
+	VMOVD X0, AX
+	VZEROUPPER
+	MOVL AX, ret+8(FP)
+	RET
+
 // func dotVNNILoop(n int) int32
 // Twelve independent VPDPBUSD chains over 16 int32 lanes: enough to cover
 // the instruction's latency on two pipes.

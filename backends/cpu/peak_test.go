@@ -44,6 +44,9 @@ func TestPeakLoops(t *testing.T) {
 		if got, want := dotI8LoopGo(n), int32(4*n); got != want {
 			t.Errorf("dotI8LoopGo(%d) = %d, want %d", n, got, want)
 		}
+		if got, want := DotQ8_0Loop(n), int32(4*n); got != want {
+			t.Errorf("DotQ8_0Loop(%d) = %d, want %d", n, got, want)
+		}
 		if got, want := DotVNNILoop(n), int32(4*n); got != want {
 			t.Errorf("DotVNNILoop(%d) = %d, want %d (VNNI %v)", n, got, want, HasVNNI())
 		}

@@ -27,7 +27,10 @@ total, with the model's active-expert count), the decode speed of light
 (bandwidth / bytes) and the compute-bound prefill limit, then the
 model's prefill and decode speed and their fractions of those limits.
 Where the CPU has AVX-512 VNNI, whose int8 dot the avx512 kernels use,
-the int8 peak and the prefill limit are also given for it. It also
+the int8 peak and the prefill limit are also given for it. The AVX2
+Q8_0 dot multiplies two signed operands and so moves signs as well: its
+mix is probed too, and the avx2 mix limit takes the Q8_0 weights'
+multiply-adds at that peak and the others' at the int8 one. It also
 times each weight type's dot kernel on rows in cache: a type whose
 kernel is slower than memory bounds decode below the speed of light,
 and the decode kernel limit sums those bounds. The bandwidth and the
@@ -293,6 +296,9 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 	fmt.Fprintf(w, "read bandwidth   %8.2f GB/s (1 thread)  %8.2f GB/s (%d threads)\n", r.ReadGBs1, r.ReadGBsAll, r.ProbeThreads)
 	fmt.Fprintf(w, "float32 FMA      %8.2f GFLOP/s          %8.2f GFLOP/s\n", r.FMAGflops1, r.FMAGflopsAll)
 	fmt.Fprintf(w, "int8 dot (AVX2)  %8.2f Gop/s            %8.2f Gop/s\n", r.Int8Gops1, r.Int8GopsAll)
+	if r.Q8_0GopsAll > 0 {
+		fmt.Fprintf(w, "Q8_0 dot (AVX2)  %8.2f Gop/s            %8.2f Gop/s   (the int8 dot with the sign step of Q8_0's signed weights)\n", r.Q8_0Gops1, r.Q8_0GopsAll)
+	}
 	if r.VNNIGopsAll > 0 {
 		fmt.Fprintf(w, "int8 dot (VNNI)  %8.2f Gop/s            %8.2f Gop/s\n", r.VNNIGops1, r.VNNIGopsAll)
 	}
@@ -328,11 +334,15 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 	if r.KernelLimitTPS > 0 {
 		fmt.Fprintf(w, "decode kernel limit:    %.3f tok/s (the floors summed: each type at the lesser of its kernel's rate and the bandwidth)\n", r.KernelLimitTPS)
 	}
-	fmt.Fprintf(w, "prefill compute limit:  %.3f tok/s (int8 at the AVX2 mix peak)\n", r.PrefillLimitTPS)
+	fmt.Fprintf(w, "prefill compute limit:  %.3f tok/s (int8 at the AVX2 int8-dot peak)\n", r.PrefillLimitTPS)
+	if r.PrefillLimitMixTPS > 0 {
+		fmt.Fprintf(w, "                        %.3f tok/s (Q8_0 weights' int8 at the AVX2 Q8_0-dot peak, the other int8 at the int8-dot one: the avx2 mix limit)\n", r.PrefillLimitMixTPS)
+	}
 	if r.PrefillLimitVNNITPS > 0 {
 		fmt.Fprintf(w, "                        %.3f tok/s (int8 at the AVX-512 VNNI peak)\n", r.PrefillLimitVNNITPS)
 	}
-	fmt.Fprintf(w, "                        over %.1f int8 and %.1f float MMAC per token: the layers', and the output head's shared\n", float64(r.PrefillMACsInt8)/1e6, float64(r.PrefillMACsFloat)/1e6)
+	fmt.Fprintf(w, "                        over %.1f int8 (%.1f of them Q8_0) and %.1f float MMAC per token: the layers', and the output head's shared\n",
+		float64(r.PrefillMACsInt8)/1e6, float64(r.PrefillMACsQ8_0)/1e6, float64(r.PrefillMACsFloat)/1e6)
 	fmt.Fprintf(w, "                        by the %d prompt tokens (Prefill computes the last token's logits only)\n", r.PrefillTokens)
 	if r.DecodeTokens > 0 {
 		fmt.Fprintf(w, "decode:   %.3f tok/s = %.3f of the speed of light (%.2f GB/s of weights)", r.DecodeTPS, r.DecodeFraction, r.DecodeTPS*float64(r.Bytes)/1e9)
@@ -351,9 +361,9 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 			fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit at the VNNI peak, the %s kernels' (%.3f of the AVX2 mix's)",
 				r.PrefillTPS, r.PrefillFractionVNNI, kernels, r.PrefillFraction)
 		case r.PrefillLimitVNNITPS > 0:
-			fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit (%.3f of the VNNI one)", r.PrefillTPS, r.PrefillFraction, r.PrefillFractionVNNI)
+			fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit (%.3f of the avx2 mix limit, %.3f of the VNNI one)", r.PrefillTPS, r.PrefillFraction, r.PrefillFractionMix, r.PrefillFractionVNNI)
 		default:
-			fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit", r.PrefillTPS, r.PrefillFraction)
+			fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit (%.3f of the avx2 mix limit)", r.PrefillTPS, r.PrefillFraction, r.PrefillFractionMix)
 		}
 		fmt.Fprintf(w, " (%d tokens; the session's first prefill ran at %.3f tok/s)\n", r.PrefillTokens, r.PrefillFirstTPS)
 	}

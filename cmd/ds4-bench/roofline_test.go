@@ -24,7 +24,7 @@ func TestRooflineTiny(t *testing.T) {
 		"--prefill", "4", "--decode", "2", "-t", "2", "--parquet", dir, "--no-progress", "--rounds", "3"}, &out, &errOut)
 	require.Equal(t, 0, code, errOut.String())
 	for _, want := range []string{"read bandwidth", "int8 dot", "dot kernels", "decode kernel limit", "decode speed of light", "of the speed of light", "of the kernel limit", "of the compute limit",
-		"in 3 rounds of 2 tokens, each after its own bandwidth probe"} {
+		"Q8_0 dot (AVX2)", "the avx2 mix limit)", "in 3 rounds of 2 tokens, each after its own bandwidth probe"} {
 		require.Contains(t, out.String(), want)
 	}
 	files, err := filepath.Glob(filepath.Join(dir, harness.RooflineTable, "model=DS4-tiny", "date=*", "*.parquet"))
@@ -41,6 +41,10 @@ func TestRooflineTiny(t *testing.T) {
 	require.Equal(t, int64(2), tot.Threads)
 	require.Greater(t, tot.KernelLimitTPS, 0.0)
 	require.LessOrEqual(t, tot.KernelLimitTPS, tot.DecodeLimitTPS*(1+1e-9), "the kernel limit cannot pass the speed of light")
+	require.Positive(t, tot.Q8_0GopsAll)
+	require.Positive(t, tot.PrefillMACsQ8_0, "the tiny model's attention is Q8_0")
+	require.Less(t, tot.PrefillMACsQ8_0, tot.PrefillMACsInt8)
+	require.InDelta(t, tot.PrefillTPS/tot.PrefillLimitMixTPS, tot.PrefillFractionMix, 1e-12)
 	require.Equal(t, int64(3), tot.DecodeRounds)
 	require.Positive(t, tot.DecodeRoundFractionMin)
 	require.True(t, tot.DecodeRoundFractionMin <= tot.DecodeRoundFraction && tot.DecodeRoundFraction <= tot.DecodeRoundFractionMax, "%+v", tot)
