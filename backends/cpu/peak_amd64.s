@@ -82,20 +82,46 @@ GLOBL bytes1<>(SB), RODATA|NOPTR, $8
 DATA words1<>+0(SB)/8, $0x0001000100010001
 GLOBL words1<>(SB), RODATA|NOPTR, $8
 
+// I8_START loads n, the byte and word ones and clears the six sums of the
+// AVX2 int8 loops.
+#define I8_START \
+	MOVQ n+0(FP), CX \
+	VPBROADCASTQ bytes1<>(SB), Y12 \
+	VPBROADCASTQ words1<>(SB), Y13 \
+	VPXOR Y0, Y0, Y0 \
+	VPXOR Y1, Y1, Y1 \
+	VPXOR Y2, Y2, Y2 \
+	VPXOR Y3, Y3, Y3 \
+	VPXOR Y4, Y4, Y4 \
+	VPXOR Y5, Y5, Y5
+
+// I8_WIDEN_ADD widens the int16 pairs of the six chains in Y6..Y11 to
+// int32 (VPMADDWD by ones) and adds them to the sums Y0..Y5.
+#define I8_WIDEN_ADD \
+	VPMADDWD Y13, Y6, Y6 \
+	VPMADDWD Y13, Y7, Y7 \
+	VPMADDWD Y13, Y8, Y8 \
+	VPMADDWD Y13, Y9, Y9 \
+	VPMADDWD Y13, Y10, Y10 \
+	VPMADDWD Y13, Y11, Y11 \
+	VPADDD Y6, Y0, Y0 \
+	VPADDD Y7, Y1, Y1 \
+	VPADDD Y8, Y2, Y2 \
+	VPADDD Y9, Y3, Y3 \
+	VPADDD Y10, Y4, Y4 \
+	VPADDD Y11, Y5, Y5
+
+// I8_RESULT moves lane 0 of the first sum to AX, the result.
+#define I8_RESULT \
+	VMOVD X0, AX \
+	VZEROUPPER
+
 // func dotI8LoopAVX2(n int) int32
 // The AVX2 int8 dot in six independent accumulators: VPMADDUBSW (u8·s8
 // pairs to int16), VPMADDWD by ones (int16 pairs to int32), VPADDD into
 // the sum.
 TEXT ·dotI8LoopAVX2(SB), NOSPLIT, $0-12
-	MOVQ n+0(FP), CX
-	VPBROADCASTQ bytes1<>(SB), Y12
-	VPBROADCASTQ words1<>(SB), Y13
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	VPXOR Y5, Y5, Y5
+	I8_START
 iloop:
 	VPMADDUBSW Y12, Y12, Y6
 	VPMADDUBSW Y12, Y12, Y7
@@ -103,22 +129,10 @@ iloop:
 	VPMADDUBSW Y12, Y12, Y9
 	VPMADDUBSW Y12, Y12, Y10
 	VPMADDUBSW Y12, Y12, Y11
-	VPMADDWD Y13, Y6, Y6
-	VPMADDWD Y13, Y7, Y7
-	VPMADDWD Y13, Y8, Y8
-	VPMADDWD Y13, Y9, Y9
-	VPMADDWD Y13, Y10, Y10
-	VPMADDWD Y13, Y11, Y11
-	VPADDD Y6, Y0, Y0
-	VPADDD Y7, Y1, Y1
-	VPADDD Y8, Y2, Y2
-	VPADDD Y9, Y3, Y3
-	VPADDD Y10, Y4, Y4
-	VPADDD Y11, Y5, Y5
+	I8_WIDEN_ADD
 	DECQ CX
 	JNZ iloop
-	VMOVD X0, AX
-	VZEROUPPER
+	I8_RESULT
 	MOVL AX, ret+8(FP)
 	RET
 
@@ -128,15 +142,7 @@ iloop:
 // operands are signed: the weights' signs go onto the activation codes
 // before VPMADDUBSW multiplies them by the weights' magnitudes.
 TEXT ·dotQ8_0LoopAVX2(SB), NOSPLIT, $0-12
-	MOVQ n+0(FP), CX
-	VPBROADCASTQ bytes1<>(SB), Y12
-	VPBROADCASTQ words1<>(SB), Y13
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	VPXOR Y5, Y5, Y5
+	I8_START
 qloop:
 	VPSIGNB Y12, Y12, Y6
 	VPSIGNB Y12, Y12, Y7
@@ -150,22 +156,10 @@ qloop:
 	VPMADDUBSW Y9, Y12, Y9
 	VPMADDUBSW Y10, Y12, Y10
 	VPMADDUBSW Y11, Y12, Y11
-	VPMADDWD Y13, Y6, Y6
-	VPMADDWD Y13, Y7, Y7
-	VPMADDWD Y13, Y8, Y8
-	VPMADDWD Y13, Y9, Y9
-	VPMADDWD Y13, Y10, Y10
-	VPMADDWD Y13, Y11, Y11
-	VPADDD Y6, Y0, Y0
-	VPADDD Y7, Y1, Y1
-	VPADDD Y8, Y2, Y2
-	VPADDD Y9, Y3, Y3
-	VPADDD Y10, Y4, Y4
-	VPADDD Y11, Y5, Y5
+	I8_WIDEN_ADD
 	DECQ CX
 	JNZ qloop
-	VMOVD X0, AX
-	VZEROUPPER
+	I8_RESULT
 	MOVL AX, ret+8(FP)
 	RET
 
