@@ -838,7 +838,8 @@ GLOBL iq2tBias<>(SB), RODATA|NOPTR, $4
 	ORL  $1, DX \
 	MOVL DX, (576*g+512+4*r)(DI)
 
-// IQ2T_PACKGROUP packs group g of the current block of the eight rows at
+// IQ2T_PACKGROUP packs group g past the current one (the pack's loop
+// passes 0 and moves the pointers a group a step) of the eight rows at
 // (SI), (SI)(BX*1), (SI)(BX*2), (R8), (SI)(BX*4), (R8)(BX*2), (R9) and
 // (R9)(BX*1): it expands each row's group into a register, whose dword k
 // is then the row's four weights of code vector k, and transposes them.
@@ -997,7 +998,8 @@ GLOBL q2tFifteen<>(SB), RODATA|NOPTR, $4
 // 128h+32j..+31: its codes (bits 2j..2j+1 of code bytes 32h..32h+31) times
 // their sub-block scales, as two VPMADDUBSW of the codes by the scales in
 // the even and in the odd bytes, merged. Y12 holds the bytes 3, Y13 the
-// bytes 15 and R13 points at q2tScale; clobbers Y8..Y11.
+// bytes 15, X14 the shift 2j and R13 points at q2tScale's controls of j
+// (32j past its start); clobbers Y8..Y11.
 #define Q2P_ROW(h, P, Yr) \
 	VMOVDQU        (16+32*h)P, Yr \
 	VPSRLW         X14, Yr, Yr \
