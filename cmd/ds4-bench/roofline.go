@@ -358,7 +358,7 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 		case r.PrefillLimitVNNITPS > 0 && strings.HasPrefix(kernels, "avx512"):
 			// The avx512 sets multiply with VNNI, so its peak is the
 			// limit; the tile kernels run faster than the AVX2 mix's.
-			fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit at the VNNI peak, the %s kernels' (%.3f of the AVX2 mix's)",
+			fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit at the VNNI peak, the %s kernels' (%.3f of the AVX2 int8-dot one)",
 				r.PrefillTPS, r.PrefillFractionVNNI, kernels, r.PrefillFraction)
 		case r.PrefillLimitVNNITPS > 0:
 			fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit (%.3f of the avx2 mix limit, %.3f of the VNNI one)", r.PrefillTPS, r.PrefillFraction, r.PrefillFractionMix, r.PrefillFractionVNNI)
