@@ -15,6 +15,22 @@
 	VMOVSHDUP    xa, xb;     \
 	VADDSS       xb, xa, xa
 
+// WEIGH4_ARGS loads the weigh4 kernels' arguments: SI, BX, R12 and R13
+// point at the four heads' outputs (d floats apart), R8 at the weights,
+// R9 at the rows, R10 and R11 hold nrows and n, and CX the first column.
+#define WEIGH4_ARGS \
+	MOVQ out+0(FP), SI \
+	MOVQ d+8(FP), DX \
+	SHLQ $2, DX \
+	LEAQ (SI)(DX*1), BX \
+	LEAQ (BX)(DX*1), R12 \
+	LEAQ (R12)(DX*1), R13 \
+	MOVQ w+16(FP), R8 \
+	MOVQ rows+24(FP), R9 \
+	MOVQ nrows+32(FP), R10 \
+	MOVQ n+40(FP), R11 \
+	XORQ CX, CX
+
 // func dotAVX2Asm(a, b *float32, n int) float32
 // Four independent FMA chains over 32 floats a step hide the FMA latency;
 // a remaining 8-float step goes to the first chain.
@@ -463,17 +479,7 @@ TEXT ·weigh4AVX512Asm(SB), NOSPLIT, $0-56
 	VBROADCASTSS 4(AX), Z25
 	VBROADCASTSS 8(AX), Z26
 	VBROADCASTSS 12(AX), Z27
-	MOVQ out+0(FP), SI
-	MOVQ d+8(FP), DX
-	SHLQ $2, DX
-	LEAQ (SI)(DX*1), BX
-	LEAQ (BX)(DX*1), R12
-	LEAQ (R12)(DX*1), R13
-	MOVQ w+16(FP), R8
-	MOVQ rows+24(FP), R9
-	MOVQ nrows+32(FP), R10
-	MOVQ n+40(FP), R11
-	XORQ CX, CX
+	WEIGH4_ARGS
 
 a64:
 	CMPQ    R11, $64
@@ -744,17 +750,7 @@ p2sum:
 // load serving four heads, and out is written once per slice instead of
 // read and written once per row as axpyAVX2Asm does.
 TEXT ·weigh4AVX2Asm(SB), NOSPLIT, $0-56
-	MOVQ out+0(FP), SI
-	MOVQ d+8(FP), DX
-	SHLQ $2, DX
-	LEAQ (SI)(DX*1), BX
-	LEAQ (BX)(DX*1), R12
-	LEAQ (R12)(DX*1), R13
-	MOVQ w+16(FP), R8
-	MOVQ rows+24(FP), R9
-	MOVQ nrows+32(FP), R10
-	MOVQ n+40(FP), R11
-	XORQ CX, CX
+	WEIGH4_ARGS
 
 v16:
 	CMPQ   R11, $16
