@@ -119,8 +119,9 @@ GLOBL expdata<>(SB), RODATA|NOPTR, $136
 
 // EXPSTEP4 is x = x·p, then p = x + two (two holding 2.0), on four
 // chains. The first step finishes the polynomial, x = r·p = e^r - 1; each
-// further one doubles r, (e^r - 1)(e^r + 1) = e^(2r) - 1, so four in all
-// give e^(16r) - 1 and undo the reduction by 16.
+// further one doubles r, (e^r - 1)(e^r + 1) = e^(2r) - 1, so after four
+// x = e^(8r) - 1 and p = e^(8r) + 1, and the x·p + 1 that follows gives
+// e^(16r), undoing the reduction by 16.
 #define EXPSTEP4(two, x0, x1, x2, x3, p0, p1, p2, p3) \
 	OP4(VMULPD, p0, p1, p2, p3, x0, x1, x2, x3, x0, x1, x2, x3); \
 	OP4(VADDPD, two, two, two, two, x0, x1, x2, x3, p0, p1, p2, p3)
