@@ -89,7 +89,7 @@ func BenchmarkIQ2XXSTileParts(b *testing.B) {
 	})
 	k.PackIQ2XXSTile(tile, w, rowBytes)
 	r := rand.New(rand.NewPCG(6, 9))
-	for _, n := range []int{1, 8} {
+	for _, n := range []int{1, 2, 4, 8} {
 		y := make([]BlockQ8K, n*nb)
 		QuantizeQ8K(randActivation(r, n*benchRowElems), y)
 		out := make([]float32, n*Q8_0TileRows)
