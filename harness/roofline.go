@@ -320,19 +320,25 @@ func decodeTraffic(f *gguf.File, p layout.Params) ([]Traffic, map[quant.Type]int
 			tr.MACsFloat += macs
 		}
 	}
-	total := Traffic{Part: "total", Layer: -1}
 	for i := range parts {
-		tr := &parts[i]
-		tr.Bytes = tr.DenseBytes + tr.ExpertBytes
-		total.DenseBytes += tr.DenseBytes
-		total.ExpertBytes += tr.ExpertBytes
-		total.IndexerBytes += tr.IndexerBytes
-		total.Bytes += tr.Bytes
-		total.MACsInt8 += tr.MACsInt8
-		total.MACsQ8_0 += tr.MACsQ8_0
-		total.MACsFloat += tr.MACsFloat
+		parts[i].Bytes = parts[i].DenseBytes + parts[i].ExpertBytes
 	}
-	return append(parts, total), byType, nil
+	return append(parts, sumTraffic(parts)), byType, nil
+}
+
+// sumTraffic returns the total of parts.
+func sumTraffic(parts []Traffic) Traffic {
+	total := Traffic{Part: "total", Layer: -1}
+	for _, t := range parts {
+		total.DenseBytes += t.DenseBytes
+		total.ExpertBytes += t.ExpertBytes
+		total.IndexerBytes += t.IndexerBytes
+		total.Bytes += t.Bytes
+		total.MACsInt8 += t.MACsInt8
+		total.MACsQ8_0 += t.MACsQ8_0
+		total.MACsFloat += t.MACsFloat
+	}
+	return total
 }
 
 // DecodeLimit returns the decode speed of light in tokens/s: the

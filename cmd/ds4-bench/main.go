@@ -7,6 +7,7 @@
 //	          [--repeat N] [--parquet DIR] [--svg FILE]
 //	ds4-bench plot CSV... [-o OUT.svg|OUT.png] [--title T] [--width 960] [--height 540]
 //	ds4-bench roofline [-m MODEL] [--prefill N] [--decode N] [--parquet DIR]
+//	ds4-bench extrapolate -m SMALL -m LARGE [--layers N] [--pairs N] [--parquet DIR]
 //
 // The CSV has upstream's columns exactly; --parquet adds one Parquet file
 // per run with the run metadata under DIR/bench/model=…/date=…/;
@@ -59,6 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runPlot(args[1:], stdout, stderr)
 	} else if len(args) > 0 && args[0] == "roofline" {
 		err = runRoofline(ctx, args[1:], stdout, stderr)
+	} else if len(args) > 0 && args[0] == "extrapolate" {
+		err = runExtrapolate(ctx, args[1:], stdout, stderr)
 	} else {
 		err = runBench(ctx, args, stdout, stderr)
 	}
@@ -77,6 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 const usage = `Usage: ds4-bench --prompt-file FILE [options]
        ds4-bench plot CSV... [-o OUT.svg] [--title T] [--width 960] [--height 540]
        ds4-bench roofline [-m MODEL] [--prefill N] [--decode N] [--parquet DIR]
+       ds4-bench extrapolate -m SMALL -m LARGE [--layers N] [--pairs N] [--parquet DIR]
 
 Benchmarks instantaneous prefill and generation throughput at context
 frontiers such as 2048, 4096, 6144, ... . Generation is always greedy,

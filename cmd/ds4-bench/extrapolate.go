@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/progress"
+)
+
+const extrapolateUsage = `Usage: ds4-bench extrapolate -m SMALL -m LARGE [--layers N] [options]
+
+Projects decode and prefill speed, and their fractions of the speed of
+light and of the compute limit, to a model of --layers layers (the
+released model's 43 by default) from two slices of it that differ only in
+layer count, such as those of ds4-quant synth --preset flash --layers 2
+and --layers 4. The machine is probed as by roofline; then both slices'
+speeds are measured in --pairs alternating runs and each rate's median
+kept. A token's decode and prefill times are taken to grow linearly with
+the layer count, each layer past the larger slice's costing what the
+larger slice's extra layers cost on average (for the Flash slices of 2
+and 4 layers: one layer of compression ratio 4 and one of 128, the
+ratios the released model's layers 2..42 alternate); the projected
+model's weight bytes and multiply-adds are counted exactly, each added
+layer as the larger slice's last layer of its compression ratio.
+
+Options:
+`
+
+// runExtrapolate is the extrapolate subcommand.
+func runExtrapolate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := pflag.NewFlagSet("ds4-bench extrapolate", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.SortFlags = false
+	models := fs.StringArrayP("model", "m", nil, "GGUF slice; give two, in any order")
+	layers := fs.Int("layers", layout.Flash().Layers, "layer count to project to")
+	pairs := fs.Int("pairs", 3, "alternating runs of the two slices")
+	threads := fs.IntP("threads", "t", 0, "CPU worker threads and all-threads probe width (0: one per CPU)")
+	bufMB := fs.Int("buffer-mb", 1024, "bandwidth probe buffer in MiB (much larger than the last-level cache)")
+	minTime := fs.Duration("min-time", time.Second, "shortest timed run of each probe")
+	trials := fs.Int("trials", 3, "timed runs per probe; the best is kept")
+	prefill := fs.Int("prefill", 64, "prompt tokens prefilled to measure prefill speed")
+	decode := fs.Int("decode", 16, "tokens decoded after the prefill (and 4 untimed ones) to measure decode speed")
+	lock := fs.Bool("lock", true, "pin both slices' weights in memory (mlock) while measuring")
+	parquetDir := fs.String("parquet", "", "write the run as Parquet under DIR/"+harness.ExtrapolateTable+"/…")
+	hash := fs.String("hash", string(harness.HashQuick), "fingerprint of the larger slice in the run metadata: sha256, quick or none")
+	noProgress := fs.Bool("no-progress", false, "no progress lines on stderr")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, extrapolateUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageError{fmt.Errorf("extrapolate: unexpected argument %q", fs.Arg(0))}
+	case len(*models) != 2:
+		return usageError{fmt.Errorf("extrapolate: give two slices with -m, not %d", len(*models))}
+	case *pairs <= 0 || *layers <= 0:
+		return usageError{errors.New("extrapolate: --pairs and --layers must be positive")}
+	case *threads < 0 || *bufMB <= 0 || *minTime <= 0 || *trials <= 0:
+		return usageError{errors.New("extrapolate: --threads must be >= 0 and --buffer-mb, --min-time, --trials positive")}
+	case *prefill <= 0 || *decode <= 0:
+		return usageError{errors.New("extrapolate: --prefill and --decode must be positive")}
+	}
+	var ms [2]*engine.Model
+	for i, path := range *models {
+		m, err := engine.Open(path)
+		if err != nil {
+			return err
+		}
+		defer m.File.Close()
+		ms[i] = m
+	}
+	paths := *models
+	if ms[0].Params.Layers > ms[1].Params.Layers {
+		ms[0], ms[1] = ms[1], ms[0]
+		paths = []string{paths[1], paths[0]}
+	}
+	small, large := ms[0], ms[1]
+	if small.Params.Layers == large.Params.Layers {
+		return usageError{fmt.Errorf("extrapolate: both slices have %d layers; the layers' cost is their difference", small.Params.Layers)}
+	}
+	if *layers < large.Params.Layers {
+		return usageError{fmt.Errorf("extrapolate: --layers %d is fewer than the larger slice's %d", *layers, large.Params.Layers)}
+	}
+	proj := large.Params
+	proj.SetLayers(*layers)
+
+	be := cpu.New(*threads)
+	defer be.Close()
+	meta, err := harness.CollectMeta(harness.MetaOptions{
+		Tool: "ds4-bench extrapolate", ModelPath: paths[1], Model: large, Backend: "cpu", Threads: be.Workers(),
+		Hash: harness.HashMode(*hash), Args: append([]string{"ds4-bench", "extrapolate"}, args...), Progress: stderr,
+	})
+	if err != nil {
+		return err
+	}
+	meta.Notes = fmt.Sprintf("kernels=%s small=%s", be.Kernels().Name, filepath.Base(paths[0]))
+	var speeds [2]harness.SliceSpeed
+	for i, m := range ms {
+		if speeds[i].Parts, err = harness.DecodeTraffic(m.File, m.Params); err != nil {
+			return fmt.Errorf("%s: %w", paths[i], err)
+		}
+	}
+	// The projection checks the slices against each other and the
+	// schedule; do it before the minutes of measuring.
+	if _, err := harness.ProjectTraffic(speeds[1].Parts, proj.CompressRatios); err != nil {
+		return err
+	}
+
+	step := func(s string) {
+		if !*noProgress {
+			fmt.Fprintf(stderr, "ds4-bench: probing %s\n", s)
+		}
+	}
+	probeCfg := harness.MachineConfig{BufferBytes: int64(*bufMB) << 20, Threads: be.Workers(), MinTime: *minTime, Trials: *trials}
+	mc, err := harness.MeasureMachine(ctx, probeCfg, step)
+	if err != nil {
+		return err
+	}
+	if *lock {
+		for _, m := range ms {
+			unlock, err := harness.LockWeights(m.File)
+			if err != nil {
+				return fmt.Errorf("%w (run with --lock=false to measure unpinned)", err)
+			}
+			defer unlock()
+		}
+	}
+	var bar *progress.Bar
+	tick := func(int) {}
+	if !*noProgress {
+		bar = progress.New(stderr, "ds4-bench: slices' prefill+decode", int64(2**pairs*(2**prefill+*decode+4)), " tok")
+		tick = func(n int) { bar.Add(int64(n)) }
+	}
+	var runs [2][]harness.Speed
+	for p := range *pairs {
+		// Each pair runs the slices in the other order than the last, so
+		// that a drift of the machine's speed weighs on both alike.
+		for k := range 2 {
+			i := k ^ p&1
+			sp, err := harness.MeasureSpeed(ctx, ms[i], be, *prefill, *decode, tick)
+			if err != nil {
+				if bar != nil {
+					bar.Finish()
+				}
+				return fmt.Errorf("%s: %w", paths[i], err)
+			}
+			runs[i] = append(runs[i], sp)
+		}
+	}
+	if bar != nil {
+		bar.Finish()
+	}
+	if err := harness.ReprobeRead(ctx, probeCfg, &mc, step); err != nil {
+		return err
+	}
+	if err := harness.ReprobeCompute(ctx, probeCfg, &mc, step); err != nil {
+		return err
+	}
+	for i := range speeds {
+		speeds[i].Speed = harness.MedianSpeed(runs[i])
+	}
+	e, err := harness.Extrapolate(speeds[0], speeds[1], proj.CompressRatios, mc)
+	if err != nil {
+		return err
+	}
+	printExtrapolation(stdout, meta, mc, e, paths, runs)
+	if *parquetDir != "" {
+		rec := harness.ExtrapolateRecord{RunMeta: meta, Machine: mc, Extrapolation: e}
+		path, err := harness.WriteRun(*parquetDir, harness.ExtrapolateTable, meta, []harness.ExtrapolateRecord{rec})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "ds4-bench: wrote %s\n", path)
+	}
+	return nil
+}
+
+// printExtrapolation writes the run's report: the machine, each slice's
+// measured speeds, the cost of a layer and the projection.
+func printExtrapolation(w io.Writer, meta harness.RunMeta, mc harness.Machine, e harness.Extrapolation, paths []string, runs [2][]harness.Speed) {
+	fmt.Fprintf(w, "machine: %s, %d threads, %s\n", meta.CPUModel, mc.ProbeThreads, meta.Notes)
+	fmt.Fprintf(w, "read bandwidth %.2f GB/s, int8 dot %.2f Gop/s, float32 FMA %.2f GFLOP/s (%d threads; the best of probes before and after the runs)\n\n",
+		mc.ReadGBsAll, mc.Int8GopsAll, mc.FMAGflopsAll, mc.ProbeThreads)
+	rangeOf := func(rs []harness.Speed, rate func(harness.Speed) float64) string {
+		lo, hi := rate(rs[0]), rate(rs[0])
+		for _, r := range rs[1:] {
+			lo, hi = min(lo, rate(r)), max(hi, rate(r))
+		}
+		return fmt.Sprintf("%.3f–%.3f", lo, hi)
+	}
+	decode := func(s harness.Speed) float64 { return s.DecodeTPS }
+	prefill := func(s harness.Speed) float64 { return s.PrefillTPS }
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "slice\tlayers\tMB/token\tdecode tok/s\t(range)\tprefill tok/s\t(range)\t")
+	for i, row := range []struct {
+		layers     int64
+		bytes      int64
+		dec, pre   float64
+		decR, preR string
+	}{
+		{e.SmallLayers, e.SmallBytes, e.SmallDecodeTPS, e.SmallPrefillTPS, rangeOf(runs[0], decode), rangeOf(runs[0], prefill)},
+		{e.LargeLayers, e.LargeBytes, e.LargeDecodeTPS, e.LargePrefillTPS, rangeOf(runs[1], decode), rangeOf(runs[1], prefill)},
+	} {
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.3f\t%s\t%.3f\t%s\t\n", filepath.Base(paths[i]), row.layers, float64(row.bytes)/1e6, row.dec, row.decR, row.pre, row.preR)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "(medians of %d runs each, the slices alternating; prefill of %d tokens)\n", len(runs[0]), e.PrefillTokens)
+	fmt.Fprintf(w, "a layer adds %.3f ms to a decode step and %.3f ms to a prompt token's prefill (the %d-layer slice's layers %d..%d over the %d-layer one)\n\n",
+		e.DecodeMsPerLayer, e.PrefillMsPerLayer, e.LargeLayers, e.SmallLayers, e.LargeLayers-1, e.SmallLayers)
+	fmt.Fprintf(w, "projected to %d layers: %.2f MB of weights a decode step, %.1f int8 (%.1f of them Q8_0) and %.1f float MMAC a prompt token\n",
+		e.ProjectedLayers, float64(e.Bytes)/1e6, float64(e.PrefillMACsInt8)/1e6, float64(e.PrefillMACsQ8_0)/1e6, float64(e.PrefillMACsFloat)/1e6)
+	fmt.Fprintf(w, "  decode:  %.3f tok/s = %.3f of the speed of light (%.3f tok/s at %.2f GB/s)\n", e.DecodeTPS, e.DecodeFraction, e.DecodeLimitTPS, mc.ReadGBsAll)
+	fmt.Fprintf(w, "  prefill: %.3f tok/s = %.3f of the compute limit (%.3f tok/s at the AVX2 int8-dot peak)", e.PrefillTPS, e.PrefillFraction, e.PrefillLimitTPS)
+	if e.PrefillLimitMixTPS > 0 {
+		fmt.Fprintf(w, ", %.3f of the avx2 mix limit", e.PrefillFractionMix)
+	}
+	if e.PrefillLimitVNNITPS > 0 {
+		fmt.Fprintf(w, ", %.3f of the VNNI one", e.PrefillFractionVNNI)
+	}
+	fmt.Fprintln(w)
+}

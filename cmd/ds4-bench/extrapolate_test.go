@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/engine/synth"
+	"github.com/ds4-go/ds4/harness"
+)
+
+// tinySlice writes a tiny model of n layers, with a small vocabulary so
+// that the layers dominate its time, and returns its path.
+func tinySlice(t *testing.T, dir string, n int) string {
+	t.Helper()
+	p := layout.Tiny()
+	p.Vocab = 512
+	p.SetLayers(n)
+	path := filepath.Join(dir, "tiny"+string(rune('0'+n))+".gguf")
+	_, err := synth.WriteFile(path, synth.Options{Params: p, Recipe: layout.RecipeQ2, Seed: 1})
+	require.NoError(t, err)
+	return path
+}
+
+// TestExtrapolateTiny projects tiny slices of 2 and 6 layers to 10 and
+// checks the report and the Parquet row against the arithmetic of the
+// measured medians it records.
+func TestExtrapolateTiny(t *testing.T) {
+	dir := t.TempDir()
+	two, six := tinySlice(t, dir, 2), tinySlice(t, dir, 6)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"extrapolate", "-m", six, "-m", two, "--layers", "10", "--pairs", "3",
+		"--buffer-mb", "8", "--min-time", "10ms", "--trials", "1", "--prefill", "8", "--decode", "8", "-t", "2",
+		"--parquet", dir, "--no-progress"}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	for _, want := range []string{"tiny2.gguf", "tiny6.gguf", "medians of 3 runs each", "a layer adds", "the 6-layer slice's layers 2..5 over the 2-layer one",
+		"projected to 10 layers", "of the speed of light", "of the compute limit", "of the avx2 mix limit"} {
+		require.Contains(t, out.String(), want)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, harness.ExtrapolateTable, "model=DS4-tiny", "date=*", "*.parquet"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	recs, err := harness.ReadRows[harness.ExtrapolateRecord](files[0])
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	e := recs[0]
+	require.Equal(t, int64(10), e.ProjectedLayers)
+	require.Equal(t, int64(2), e.SmallLayers)
+	require.Equal(t, int64(6), e.LargeLayers)
+	require.Equal(t, int64(6), e.Layers, "the run's model is the larger slice")
+	require.Contains(t, e.Notes, "small=tiny2.gguf")
+	perLayer := (1/e.LargeDecodeTPS - 1/e.SmallDecodeTPS) / 4
+	require.InDelta(t, 1e3*perLayer, e.DecodeMsPerLayer, 1e-9)
+	require.InDelta(t, 1/(1/e.LargeDecodeTPS+4*perLayer), e.DecodeTPS, 1e-9*e.DecodeTPS)
+	require.Greater(t, e.Bytes, e.LargeBytes)
+	require.InDelta(t, e.ReadGBsAll*1e9/float64(e.Bytes), e.DecodeLimitTPS, 1e-9*e.DecodeLimitTPS)
+	require.Positive(t, e.PrefillFraction)
+	require.Positive(t, e.PrefillFractionMix)
+}
+
+func TestExtrapolateUsage(t *testing.T) {
+	dir := t.TempDir()
+	two := tinySlice(t, dir, 2)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"extrapolate", "-m", two}, "give two slices with -m, not 1"},
+		{[]string{"extrapolate", "-m", two, "-m", two}, "both slices have 2 layers"},
+		{[]string{"extrapolate", "-m", two, "-m", two, "--pairs", "0"}, "--pairs and --layers must be positive"},
+		{[]string{"extrapolate", "-m", two, "-m", two, "--decode", "0"}, "--prefill and --decode must be positive"},
+		{[]string{"extrapolate", "-m", two, "-m", two, "extra"}, "unexpected argument"},
+		{[]string{"extrapolate", "--bogus"}, "unknown flag"},
+	} {
+		var out, errOut bytes.Buffer
+		require.Equal(t, 2, run(context.Background(), tc.args, &out, &errOut), "%v: %s", tc.args, errOut.String())
+		require.Contains(t, errOut.String(), tc.want, tc.args)
+	}
+	// A slice that is not of the schedule, and too few layers to project
+	// to, are refused before any measuring.
+	six := tinySlice(t, dir, 6)
+	var out, errOut bytes.Buffer
+	require.Equal(t, 2, run(context.Background(), []string{"extrapolate", "-m", two, "-m", six, "--layers", "4"}, &out, &errOut))
+	require.Contains(t, errOut.String(), "--layers 4 is fewer than the larger slice's 6")
+	errOut.Reset()
+	require.Equal(t, 1, run(context.Background(), []string{"extrapolate", "-m", two, "-m", filepath.Join(dir, "missing.gguf")}, &out, &errOut))
+	require.Contains(t, errOut.String(), "missing.gguf")
+}

@@ -1,0 +1,221 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// A slice of DeepSeek V4 Flash (ds4-quant synth --preset flash --layers N)
+// has the real model's shapes and types but fewer layers, so its speed
+// says what the real model's would be once the layers' share is scaled:
+// Extrapolate does that from two slices that differ only in layer count.
+
+// SliceSpeed is one slice's decode traffic (DecodeTraffic) and measured
+// speed, an input of Extrapolate.
+type SliceSpeed struct {
+	Parts []Traffic
+	Speed Speed
+}
+
+// Extrapolation is a projection of decode and prefill speed, and of their
+// fractions of the speed of light and of the compute limits, to a model of
+// more layers.
+type Extrapolation struct {
+	ProjectedLayers     int64   `parquet:"projected_layers"` // the projected model's layer count
+	SmallLayers         int64   `parquet:"small_layers"`
+	LargeLayers         int64   `parquet:"large_layers"`
+	SmallBytes          int64   `parquet:"small_bytes"` // decode weight bytes per token of the smaller slice
+	LargeBytes          int64   `parquet:"large_bytes"`
+	SmallDecodeTPS      float64 `parquet:"small_decode_tps"`
+	LargeDecodeTPS      float64 `parquet:"large_decode_tps"`
+	SmallPrefillTPS     float64 `parquet:"small_prefill_tps"`
+	LargePrefillTPS     float64 `parquet:"large_prefill_tps"`
+	DecodeMsPerLayer    float64 `parquet:"decode_ms_per_layer"`  // a decode step's time per layer the larger slice adds
+	PrefillMsPerLayer   float64 `parquet:"prefill_ms_per_layer"` // a prompt token's prefill time per layer the larger slice adds
+	Bytes               int64   `parquet:"bytes"`                // decode weight bytes per token of the projected model
+	DecodeTPS           float64 `parquet:"decode_tps"`
+	DecodeLimitTPS      float64 `parquet:"decode_limit_tps"` // the projected model's speed of light (DecodeLimit)
+	DecodeFraction      float64 `parquet:"decode_fraction"`
+	PrefillTokens       int64   `parquet:"prefill_tokens"`
+	PrefillMACsInt8     int64   `parquet:"prefill_macs_int8"` // PrefillWork's of the projected model
+	PrefillMACsQ8_0     int64   `parquet:"prefill_macs_q8_0"`
+	PrefillMACsFloat    int64   `parquet:"prefill_macs_float"`
+	PrefillTPS          float64 `parquet:"prefill_tps"`
+	PrefillLimitTPS     float64 `parquet:"prefill_limit_tps"`
+	PrefillLimitMixTPS  float64 `parquet:"prefill_limit_mix_tps"`  // PrefillLimitMix
+	PrefillLimitVNNITPS float64 `parquet:"prefill_limit_vnni_tps"` // PrefillLimitVNNI; 0 without VNNI
+	PrefillFraction     float64 `parquet:"prefill_fraction"`
+	PrefillFractionMix  float64 `parquet:"prefill_fraction_mix"`
+	PrefillFractionVNNI float64 `parquet:"prefill_fraction_vnni"`
+}
+
+// ExtrapolateTable is the directory of extrapolation runs under a results
+// root.
+const ExtrapolateTable = "roofline_extrapolate"
+
+// ExtrapolateRecord is the one row of an extrapolation run's Parquet file.
+type ExtrapolateRecord struct {
+	RunMeta
+	Machine
+	Extrapolation
+}
+
+// Extrapolate projects the speed of two slices of one model, small and
+// large (more layers, the same shapes and types in the layers they share),
+// to a model whose layers have the compression ratios ratios. A token's
+// decode and prefill times are taken to grow linearly with the layer
+// count, each layer past the larger slice's costing what the larger
+// slice's extra layers cost on average; the bytes and multiply-adds of the
+// projected model are counted exactly from its ratios (ProjectTraffic).
+// The limits and fractions are taken at the machine mc, as the roofline's.
+func Extrapolate(small, large SliceSpeed, ratios []int, mc Machine) (Extrapolation, error) {
+	ns, nl, n := len(small.Parts)-3, len(large.Parts)-3, len(ratios)
+	switch {
+	case ns < 1 || nl < 1:
+		return Extrapolation{}, errors.New("harness: extrapolate: a slice's traffic needs its embedding, layers, head and total")
+	case ns >= nl:
+		return Extrapolation{}, fmt.Errorf("harness: extrapolate: the larger slice has %d layers, not more than the smaller one's %d", nl, ns)
+	case n < nl:
+		return Extrapolation{}, fmt.Errorf("harness: extrapolate: %d layers to project to, fewer than the larger slice's %d", n, nl)
+	case small.Speed.DecodeTPS <= 0 || large.Speed.DecodeTPS <= 0 || small.Speed.PrefillTPS <= 0 || large.Speed.PrefillTPS <= 0:
+		return Extrapolation{}, errors.New("harness: extrapolate: both slices' decode and prefill speeds must be measured")
+	case small.Speed.PrefillTokens != large.Speed.PrefillTokens:
+		return Extrapolation{}, fmt.Errorf("harness: extrapolate: the slices prefilled %d and %d tokens; the times per token compare only at one prompt length",
+			small.Speed.PrefillTokens, large.Speed.PrefillTokens)
+	}
+	if err := sameLayers(small.Parts, large.Parts); err != nil {
+		return Extrapolation{}, err
+	}
+	proj, err := ProjectTraffic(large.Parts, ratios)
+	if err != nil {
+		return Extrapolation{}, err
+	}
+	added, more := float64(nl-ns), float64(n-nl)
+	// perLayer is the time per token the larger slice's extra layers add,
+	// one by one; project is the n-layer model's rate.
+	perLayer := func(small, large float64) float64 { return (1/large - 1/small) / added }
+	project := func(large, per float64) float64 { return 1 / (1/large + more*per) }
+	decPer := perLayer(small.Speed.DecodeTPS, large.Speed.DecodeTPS)
+	prePer := perLayer(small.Speed.PrefillTPS, large.Speed.PrefillTPS)
+	if decPer <= 0 || prePer <= 0 {
+		return Extrapolation{}, fmt.Errorf("harness: extrapolate: the %d-layer slice ran no slower than the %d-layer one "+
+			"(decode %.4g against %.4g tok/s, prefill %.4g against %.4g): the noise of the measurement swamps its layers' cost; measure more pairs",
+			nl, ns, large.Speed.DecodeTPS, small.Speed.DecodeTPS, large.Speed.PrefillTPS, small.Speed.PrefillTPS)
+	}
+	total := proj[len(proj)-1]
+	work := PrefillWork(proj, small.Speed.PrefillTokens)
+	e := Extrapolation{
+		ProjectedLayers: int64(n), SmallLayers: int64(ns), LargeLayers: int64(nl),
+		SmallBytes: small.Parts[len(small.Parts)-1].Bytes, LargeBytes: large.Parts[len(large.Parts)-1].Bytes,
+		SmallDecodeTPS: small.Speed.DecodeTPS, LargeDecodeTPS: large.Speed.DecodeTPS,
+		SmallPrefillTPS: small.Speed.PrefillTPS, LargePrefillTPS: large.Speed.PrefillTPS,
+		DecodeMsPerLayer: 1e3 * decPer, PrefillMsPerLayer: 1e3 * prePer,
+		Bytes:           total.Bytes,
+		DecodeTPS:       project(large.Speed.DecodeTPS, decPer),
+		DecodeLimitTPS:  DecodeLimit(mc, total),
+		PrefillTokens:   small.Speed.PrefillTokens,
+		PrefillTPS:      project(large.Speed.PrefillTPS, prePer),
+		PrefillMACsInt8: work.MACsInt8, PrefillMACsQ8_0: work.MACsQ8_0, PrefillMACsFloat: work.MACsFloat,
+		PrefillLimitTPS: PrefillLimit(mc, work), PrefillLimitMixTPS: PrefillLimitMix(mc, work), PrefillLimitVNNITPS: PrefillLimitVNNI(mc, work),
+	}
+	frac := func(v, limit float64) float64 {
+		if limit > 0 {
+			return v / limit
+		}
+		return 0
+	}
+	e.DecodeFraction = frac(e.DecodeTPS, e.DecodeLimitTPS)
+	e.PrefillFraction = frac(e.PrefillTPS, e.PrefillLimitTPS)
+	e.PrefillFractionMix = frac(e.PrefillTPS, e.PrefillLimitMixTPS)
+	e.PrefillFractionVNNI = frac(e.PrefillTPS, e.PrefillLimitVNNITPS)
+	return e, nil
+}
+
+// sameLayers returns an error unless the smaller slice's embedding, head
+// and layers are the larger one's first, byte for byte and multiply-add
+// for multiply-add.
+func sameLayers(small, large []Traffic) error {
+	ns := len(small) - 3
+	same := func(a, b Traffic) bool {
+		return a.Ratio == b.Ratio && a.DenseBytes == b.DenseBytes && a.ExpertBytes == b.ExpertBytes && a.IndexerBytes == b.IndexerBytes &&
+			a.MACsInt8 == b.MACsInt8 && a.MACsQ8_0 == b.MACsQ8_0 && a.MACsFloat == b.MACsFloat
+	}
+	if !same(small[0], large[0]) || !same(small[ns+1], large[len(large)-2]) {
+		return errors.New("harness: extrapolate: the slices' embeddings or output heads differ: they are not slices of one model")
+	}
+	for il := range ns {
+		if !same(small[1+il], large[1+il]) {
+			return fmt.Errorf("harness: extrapolate: the slices' layer %d differs (ratio %d, %d bytes against ratio %d, %d bytes): they are not slices of one model",
+				il, small[1+il].Ratio, small[1+il].Bytes, large[1+il].Ratio, large[1+il].Bytes)
+		}
+	}
+	return nil
+}
+
+// ProjectTraffic returns the decode traffic of a model of len(ratios)
+// layers, layer il of compression ratio ratios[il], from parts, the traffic
+// (DecodeTraffic) of a slice of it whose layers have the first of those
+// ratios: the slice's embedding, layers and head, each further layer as
+// the slice's last layer of its ratio, and their total. (A hash-routed
+// layer reads a row of its token-to-expert table, 4 bytes an active
+// expert, where a learned-routing one reads its expert biases, 4 bytes an
+// expert; where the slice's last layer of a ratio is hash-routed, so are
+// the layers projected from it: in the 4-layer Flash slice, whose layers
+// 0..2 are, 1000 bytes less for each of the ~200 MB layers of ratio 4.)
+func ProjectTraffic(parts []Traffic, ratios []int) ([]Traffic, error) {
+	nl := len(parts) - 3
+	if nl < 1 || parts[0].Part != "embd" || parts[nl+1].Part != "head" || parts[nl+2].Part != "total" {
+		return nil, errors.New("harness: extrapolate: a slice's traffic needs its embedding, layers, head and total")
+	}
+	if len(ratios) < nl {
+		return nil, fmt.Errorf("harness: extrapolate: %d layers to project to, fewer than the slice's %d", len(ratios), nl)
+	}
+	layers := parts[1 : nl+1]
+	for il, l := range layers {
+		if int(l.Ratio) != ratios[il] {
+			return nil, fmt.Errorf("harness: extrapolate: the slice's layer %d has compression ratio %d where the projected model's has %d", il, l.Ratio, ratios[il])
+		}
+	}
+	out := make([]Traffic, 0, len(ratios)+3)
+	out = append(out, parts[0])
+	out = append(out, layers...)
+	for il := nl; il < len(ratios); il++ {
+		j := len(layers) - 1
+		for j >= 0 && int(layers[j].Ratio) != ratios[il] {
+			j--
+		}
+		if j < 0 {
+			return nil, fmt.Errorf("harness: extrapolate: the slice has no layer of compression ratio %d, which the projected model's layer %d has", ratios[il], il)
+		}
+		l := layers[j]
+		l.Layer = int64(il)
+		out = append(out, l)
+	}
+	out = append(out, parts[nl+1])
+	return append(out, sumTraffic(out)), nil
+}
+
+// MedianSpeed returns the median of each rate of runs, which share their
+// token counts (the mean of the middle two where there are an even number).
+func MedianSpeed(runs []Speed) Speed {
+	if len(runs) == 0 {
+		return Speed{}
+	}
+	median := func(rate func(Speed) float64) float64 {
+		v := make([]float64, len(runs))
+		for i, r := range runs {
+			v[i] = rate(r)
+		}
+		slices.Sort(v)
+		n := len(v)
+		return (v[(n-1)/2] + v[n/2]) / 2
+	}
+	return Speed{
+		PrefillTokens:   runs[0].PrefillTokens,
+		DecodeTokens:    runs[0].DecodeTokens,
+		PrefillTPS:      median(func(s Speed) float64 { return s.PrefillTPS }),
+		PrefillFirstTPS: median(func(s Speed) float64 { return s.PrefillFirstTPS }),
+		DecodeTPS:       median(func(s Speed) float64 { return s.DecodeTPS }),
+	}
+}

@@ -1,0 +1,133 @@
+package harness
+
+import (
+	"bytes"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ds4-go/ds4/engine/gguf"
+	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/engine/synth"
+)
+
+// tinyTraffic returns the decode traffic of a tiny model of n layers with
+// a small vocabulary, written by synth and parsed back.
+func tinyTraffic(t *testing.T, n int) []Traffic { return tinyTrafficVocab(t, n, 512) }
+
+// tinyTrafficVocab is tinyTraffic with the vocabulary vocab.
+func tinyTrafficVocab(t *testing.T, n, vocab int) []Traffic {
+	t.Helper()
+	p := layout.Tiny()
+	p.Vocab = vocab
+	p.SetLayers(n)
+	var buf bytes.Buffer
+	_, err := synth.Write(&buf, synth.Options{Params: p, Recipe: layout.RecipeQ2, Seed: 3})
+	require.NoError(t, err)
+	f, err := gguf.Parse(buf.Bytes())
+	require.NoError(t, err)
+	parts, err := DecodeTraffic(f, p)
+	require.NoError(t, err)
+	return parts
+}
+
+// TestProjectTraffic projects a 5-layer tiny model's traffic to 8 layers
+// and checks it against the traffic of a real 8-layer one: the 5-layer
+// model has a learned-routing layer of each compression ratio (3 and 4),
+// so the projection is exact.
+func TestProjectTraffic(t *testing.T) {
+	five, eight := tinyTraffic(t, 5), tinyTraffic(t, 8)
+	p := layout.Tiny()
+	p.SetLayers(8)
+	got, err := ProjectTraffic(five, p.CompressRatios)
+	require.NoError(t, err)
+	require.Equal(t, eight, got)
+
+	two := tinyTraffic(t, 2)
+	_, err = ProjectTraffic(two, p.CompressRatios)
+	require.ErrorContains(t, err, "no layer of compression ratio 4")
+	_, err = ProjectTraffic(five, p.CompressRatios[:4])
+	require.ErrorContains(t, err, "fewer than the slice's 5")
+	bad := append([]int(nil), p.CompressRatios...)
+	bad[3] = 16
+	_, err = ProjectTraffic(five, bad)
+	require.ErrorContains(t, err, "layer 3 has compression ratio 128 where the projected model's has 16")
+	_, err = ProjectTraffic(five[:len(five)-1], p.CompressRatios)
+	require.ErrorContains(t, err, "embedding, layers, head and total")
+}
+
+// TestExtrapolate checks the projection's arithmetic on round numbers:
+// slices of 2 and 4 layers at 100 and 200 ms a decode step put a layer at
+// 50 ms, so 8 layers take 400 ms.
+func TestExtrapolate(t *testing.T) {
+	two, four, eight := tinyTraffic(t, 2), tinyTraffic(t, 4), tinyTraffic(t, 8)
+	p := layout.Tiny()
+	p.SetLayers(8)
+	mc := Machine{ReadGBsAll: 20, Int8GopsAll: 300, FMAGflopsAll: 150, Q8_0GopsAll: 250}
+	small := SliceSpeed{Parts: two, Speed: Speed{PrefillTokens: 64, PrefillTPS: 1000, DecodeTokens: 16, DecodeTPS: 10}}
+	large := SliceSpeed{Parts: four, Speed: Speed{PrefillTokens: 64, PrefillTPS: 500, DecodeTokens: 16, DecodeTPS: 5}}
+	e, err := Extrapolate(small, large, p.CompressRatios, mc)
+	require.NoError(t, err)
+	near := func(want, got float64, what string) {
+		t.Helper()
+		require.InDelta(t, want, got, 1e-9*math.Abs(want), what)
+	}
+	near(50, e.DecodeMsPerLayer, "decode ms a layer")
+	near(0.5, e.PrefillMsPerLayer, "prefill ms a layer")
+	near(2.5, e.DecodeTPS, "decode tok/s: 1/(200 ms + 4 × 50 ms)")
+	near(250, e.PrefillTPS, "prefill tok/s: 1/(2 ms + 4 × 0.5 ms)")
+	// Layers 4..7 of the released schedule repeat layers 2 and 3, which
+	// the 4-layer slice has, hash routing aside: its layer 2 is one of
+	// the three hash-routed layers, and the projection's layers 4 and 6
+	// with it read a row of the token-to-expert table, 4 bytes an active
+	// expert, where the real model's read the expert biases, 4 bytes an
+	// expert.
+	tot := eight[len(eight)-1]
+	tp := layout.Tiny()
+	require.Equal(t, tot.Bytes+2*4*int64(tp.ExpertsUsed-tp.Experts), e.Bytes)
+	require.Equal(t, int64(8), e.ProjectedLayers)
+	require.Equal(t, two[len(two)-1].Bytes, e.SmallBytes)
+	require.Equal(t, four[len(four)-1].Bytes, e.LargeBytes)
+	near(mc.ReadGBsAll*1e9/float64(e.Bytes), e.DecodeLimitTPS, "speed of light")
+	near(e.DecodeTPS/e.DecodeLimitTPS, e.DecodeFraction, "decode fraction")
+	work := PrefillWork(eight, 64)
+	require.Equal(t, work.MACsInt8, e.PrefillMACsInt8, "the table's MACs are the same in hash and learned layers")
+	require.Equal(t, work.MACsQ8_0, e.PrefillMACsQ8_0)
+	near(PrefillLimit(mc, work), e.PrefillLimitTPS, "compute limit")
+	near(PrefillLimitMix(mc, work), e.PrefillLimitMixTPS, "mix limit")
+	near(e.PrefillTPS/e.PrefillLimitTPS, e.PrefillFraction, "prefill fraction")
+	near(e.PrefillTPS/e.PrefillLimitMixTPS, e.PrefillFractionMix, "prefill mix fraction")
+	require.Zero(t, e.PrefillLimitVNNITPS, "no VNNI probed")
+	require.Zero(t, e.PrefillFractionVNNI)
+
+	for _, tc := range []struct {
+		name         string
+		small, large SliceSpeed
+		ratios       []int
+		want         string
+	}{
+		{"not slower", small, SliceSpeed{Parts: four, Speed: Speed{PrefillTokens: 64, PrefillTPS: 500, DecodeTPS: 11}}, p.CompressRatios, "ran no slower"},
+		{"swapped", large, small, p.CompressRatios, "not more than the smaller one's 4"},
+		{"too few layers", small, large, p.CompressRatios[:3], "fewer than the larger slice's 4"},
+		{"prompt lengths", small, SliceSpeed{Parts: four, Speed: Speed{PrefillTokens: 32, PrefillTPS: 500, DecodeTPS: 5}}, p.CompressRatios, "prefilled 64 and 32 tokens"},
+		{"unmeasured", SliceSpeed{Parts: two}, large, p.CompressRatios, "must be measured"},
+		{"other model", SliceSpeed{Parts: tinyTrafficVocab(t, 2, 1024), Speed: small.Speed}, large, p.CompressRatios, "not slices of one model"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Extrapolate(tc.small, tc.large, tc.ratios, mc)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestMedianSpeed(t *testing.T) {
+	runs := []Speed{
+		{PrefillTokens: 8, DecodeTokens: 4, PrefillTPS: 30, PrefillFirstTPS: 3, DecodeTPS: 7},
+		{PrefillTokens: 8, DecodeTokens: 4, PrefillTPS: 10, PrefillFirstTPS: 1, DecodeTPS: 9},
+		{PrefillTokens: 8, DecodeTokens: 4, PrefillTPS: 20, PrefillFirstTPS: 2, DecodeTPS: 8},
+	}
+	require.Equal(t, Speed{PrefillTokens: 8, DecodeTokens: 4, PrefillTPS: 20, PrefillFirstTPS: 2, DecodeTPS: 8}, MedianSpeed(runs))
+	require.Equal(t, Speed{PrefillTokens: 8, DecodeTokens: 4, PrefillTPS: 20, PrefillFirstTPS: 2, DecodeTPS: 8}, MedianSpeed(runs[:2]), "the mean of the middle two")
+	require.Equal(t, Speed{}, MedianSpeed(nil))
+}
