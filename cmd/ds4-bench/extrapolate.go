@@ -7,7 +7,6 @@ import (
 	"io"
 	"path/filepath"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/pflag"
 
@@ -45,25 +44,15 @@ func runExtrapolate(ctx context.Context, args []string, stdout, stderr io.Writer
 	models := fs.StringArrayP("model", "m", nil, "GGUF slice; give two, in any order")
 	layers := fs.Int("layers", layout.Flash().Layers, "layer count to project to")
 	pairs := fs.Int("pairs", 3, "alternating runs of the two slices")
-	threads := fs.IntP("threads", "t", 0, "CPU worker threads and all-threads probe width (0: one per CPU)")
-	bufMB := fs.Int("buffer-mb", 1024, "bandwidth probe buffer in MiB (much larger than the last-level cache)")
-	minTime := fs.Duration("min-time", time.Second, "shortest timed run of each probe")
-	trials := fs.Int("trials", 3, "timed runs per probe; the best is kept")
+	probes := addProbeFlags(fs)
 	prefill := fs.Int("prefill", 64, "prompt tokens prefilled to measure prefill speed")
 	decode := fs.Int("decode", 16, "tokens decoded after the prefill (and 4 untimed ones) to measure decode speed")
 	lock := fs.Bool("lock", true, "pin both slices' weights in memory (mlock) while measuring")
 	parquetDir := fs.String("parquet", "", "write the run as Parquet under DIR/"+harness.ExtrapolateTable+"/…")
 	hash := fs.String("hash", string(harness.HashQuick), "fingerprint of the larger slice in the run metadata: sha256, quick or none")
 	noProgress := fs.Bool("no-progress", false, "no progress lines on stderr")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, extrapolateUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
+	if err := parseSub(fs, args, extrapolateUsage, stderr); err != nil {
+		return err
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -72,8 +61,8 @@ func runExtrapolate(ctx context.Context, args []string, stdout, stderr io.Writer
 		return usageError{fmt.Errorf("extrapolate: give two slices with -m, not %d", len(*models))}
 	case *pairs <= 0 || *layers <= 0:
 		return usageError{errors.New("extrapolate: --pairs and --layers must be positive")}
-	case *threads < 0 || *bufMB <= 0 || *minTime <= 0 || *trials <= 0:
-		return usageError{errors.New("extrapolate: --threads must be >= 0 and --buffer-mb, --min-time, --trials positive")}
+	case probes.check() != nil:
+		return usageError{fmt.Errorf("extrapolate: %w", probes.check())}
 	case *prefill <= 0 || *decode <= 0:
 		return usageError{errors.New("extrapolate: --prefill and --decode must be positive")}
 	}
@@ -101,7 +90,7 @@ func runExtrapolate(ctx context.Context, args []string, stdout, stderr io.Writer
 	proj := large.Params
 	proj.SetLayers(*layers)
 
-	be := cpu.New(*threads)
+	be := cpu.New(probes.threads)
 	defer be.Close()
 	meta, err := harness.CollectMeta(harness.MetaOptions{
 		Tool: "ds4-bench extrapolate", ModelPath: paths[1], Model: large, Backend: "cpu", Threads: be.Workers(),
@@ -123,12 +112,8 @@ func runExtrapolate(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 
-	step := func(s string) {
-		if !*noProgress {
-			fmt.Fprintf(stderr, "ds4-bench: probing %s\n", s)
-		}
-	}
-	probeCfg := harness.MachineConfig{BufferBytes: int64(*bufMB) << 20, Threads: be.Workers(), MinTime: *minTime, Trials: *trials}
+	step := probeStep(stderr, *noProgress)
+	probeCfg := probes.config(be.Workers())
 	mc, err := harness.MeasureMachine(ctx, probeCfg, step)
 	if err != nil {
 		return err

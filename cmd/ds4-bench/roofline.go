@@ -49,10 +49,7 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.SetOutput(stderr)
 	fs.SortFlags = false
 	model := fs.StringP("model", "m", "", "GGUF model (default ./"+defaultModel+", else the built-in tiny model)")
-	threads := fs.IntP("threads", "t", 0, "CPU worker threads and all-threads probe width (0: one per CPU)")
-	bufMB := fs.Int("buffer-mb", 1024, "bandwidth probe buffer in MiB (much larger than the last-level cache)")
-	minTime := fs.Duration("min-time", time.Second, "shortest timed run of each probe")
-	trials := fs.Int("trials", 3, "timed runs per probe; the best is kept")
+	probes := addProbeFlags(fs)
 	prefill := fs.Int("prefill", 64, "prompt tokens prefilled to measure prefill speed")
 	decode := fs.Int("decode", 16, "tokens decoded after the prefill (and 4 untimed ones) to measure decode speed")
 	noSpeed := fs.Bool("no-speed", false, "skip measuring the model's speed")
@@ -63,21 +60,14 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	parquetDir := fs.String("parquet", "", "write the run as Parquet under DIR/roofline/…")
 	hash := fs.String("hash", string(harness.HashQuick), "model fingerprint in the run metadata: sha256, quick or none")
 	noProgress := fs.Bool("no-progress", false, "no progress lines on stderr")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, rooflineUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
+	if err := parseSub(fs, args, rooflineUsage, stderr); err != nil {
+		return err
 	}
 	switch {
 	case fs.NArg() > 0:
 		return usageError{fmt.Errorf("roofline: unexpected argument %q", fs.Arg(0))}
-	case *threads < 0 || *bufMB <= 0 || *minTime <= 0 || *trials <= 0:
-		return usageError{errors.New("roofline: --threads must be >= 0 and --buffer-mb, --min-time, --trials positive")}
+	case probes.check() != nil:
+		return usageError{fmt.Errorf("roofline: %w", probes.check())}
 	case !*noSpeed && (*prefill <= 0 || *decode <= 0):
 		return usageError{errors.New("roofline: --prefill and --decode must be positive")}
 	case *noSpeed && *opsFlag:
@@ -101,7 +91,7 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if m.File != nil {
 		defer m.File.Close()
 	}
-	be := cpu.New(*threads)
+	be := cpu.New(probes.threads)
 	defer be.Close()
 	meta, err := harness.CollectMeta(harness.MetaOptions{
 		Tool: "ds4-bench roofline", ModelPath: modelPath, Model: m, Backend: "cpu", Threads: be.Workers(),
@@ -118,12 +108,8 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	step := func(s string) {
-		if !*noProgress {
-			fmt.Fprintf(stderr, "ds4-bench: probing %s\n", s)
-		}
-	}
-	probeCfg := harness.MachineConfig{BufferBytes: int64(*bufMB) << 20, Threads: be.Workers(), MinTime: *minTime, Trials: *trials}
+	step := probeStep(stderr, *noProgress)
+	probeCfg := probes.config(be.Workers())
 	mc, err := harness.MeasureMachine(ctx, probeCfg, step)
 	if err != nil {
 		return err
@@ -228,6 +214,63 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			}
 			fmt.Fprintf(stderr, "ds4-bench: wrote %s\n", path)
 		}
+	}
+	return nil
+}
+
+// probeFlags are the machine probes' options, which roofline and
+// extrapolate share.
+type probeFlags struct {
+	threads, bufMB, trials int
+	minTime                time.Duration
+}
+
+// addProbeFlags registers the probe options on fs.
+func addProbeFlags(fs *pflag.FlagSet) *probeFlags {
+	p := &probeFlags{}
+	fs.IntVarP(&p.threads, "threads", "t", 0, "CPU worker threads and all-threads probe width (0: one per CPU)")
+	fs.IntVar(&p.bufMB, "buffer-mb", 1024, "bandwidth probe buffer in MiB (much larger than the last-level cache)")
+	fs.DurationVar(&p.minTime, "min-time", time.Second, "shortest timed run of each probe")
+	fs.IntVar(&p.trials, "trials", 3, "timed runs per probe; the best is kept")
+	return p
+}
+
+// check returns an error where an option is out of range.
+func (p *probeFlags) check() error {
+	if p.threads < 0 || p.bufMB <= 0 || p.minTime <= 0 || p.trials <= 0 {
+		return errors.New("--threads must be >= 0 and --buffer-mb, --min-time, --trials positive")
+	}
+	return nil
+}
+
+// config returns the probes' configuration for a backend of workers
+// threads.
+func (p *probeFlags) config(workers int) harness.MachineConfig {
+	return harness.MachineConfig{BufferBytes: int64(p.bufMB) << 20, Threads: workers, MinTime: p.minTime, Trials: p.trials}
+}
+
+// probeStep returns the probes' progress callback: a line on stderr for
+// each probe, none when quiet.
+func probeStep(stderr io.Writer, quiet bool) func(string) {
+	return func(s string) {
+		if !quiet {
+			fmt.Fprintf(stderr, "ds4-bench: probing %s\n", s)
+		}
+	}
+}
+
+// parseSub parses a subcommand's args into fs, whose usage text is usage:
+// -h gives pflag.ErrHelp, a bad flag a usageError.
+func parseSub(fs *pflag.FlagSet, args []string, usage string, stderr io.Writer) error {
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
 	}
 	return nil
 }
