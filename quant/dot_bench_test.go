@@ -64,6 +64,41 @@ func BenchmarkDotx4Cached(b *testing.B) {
 	}
 }
 
+// BenchmarkDotF16x2x3Cached is BenchmarkDotx4Cached for F16 rows: two
+// in-cache rows applied to three activations, with F16x2x3 and with six
+// calls of F16.
+func BenchmarkDotF16x2x3Cached(b *testing.B) {
+	r := rand.New(rand.NewPCG(4, 6))
+	var x [3][]float32
+	for t := range x {
+		x[t] = randActivation(r, benchRowElems)
+	}
+	w := benchRows(F16, 2, 2*benchRowElems)
+	w0, w1 := w[:2*benchRowElems], w[2*benchRowElems:]
+	for _, k := range benchKernelSets() {
+		b.Run("way=x2x3/kernels="+k.Name, func(b *testing.B) {
+			b.SetBytes(int64(3 * len(w)))
+			var out [6]float32
+			var s float32
+			for b.Loop() {
+				k.F16x2x3(w0, w1, x[0], x[1], x[2], &out)
+				s += out[0] + out[5]
+			}
+			benchSinkF32 = s
+		})
+		b.Run("way=1x6/kernels="+k.Name, func(b *testing.B) {
+			b.SetBytes(int64(3 * len(w)))
+			var s float32
+			for b.Loop() {
+				for tok := range x {
+					s += k.F16(w0, x[tok]) + k.F16(w1, x[tok])
+				}
+			}
+			benchSinkF32 = s
+		})
+	}
+}
+
 // The dot benchmarks stream a weight matrix of about benchWeightBytes, far
 // larger than any cache, computing one dot per row of benchRowElems elements,
 // so the MB/s they report is weight bytes per second and can be set against

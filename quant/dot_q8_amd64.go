@@ -20,12 +20,14 @@ package quant
 //     multiplies |w| by x·sign(w), and -128·(-1) does not fit in a byte.
 //   - Q8_0x4 makes, for each of its four activations, the very terms and
 //     float additions of Q8_0, so each result is Q8_0's bit for bit.
-//   - F16 sums in 64 float32 lanes (eight accumulators of eight lanes)
+//   - F16 sums in 16 float32 lanes (two accumulators of eight lanes)
 //     with fused multiply-adds, then reduces the lanes as a tree and adds
 //     the last len%8 elements one by one. Every term goes through at most
-//     len/64+20 roundings, so the result is within γ(len/64+20)·Σ|w_i·x_i|
+//     len/16+20 roundings, so the result is within γ(len/16+20)·Σ|w_i·x_i|
 //     of the exact dot, where the reference's sequential sum is within
 //     γ(len)·Σ|w_i·x_i|.
+//   - F16x2x3 makes, for each of its two rows and three activations, the
+//     very operations of F16, so each result is F16's bit for bit.
 //   - F32 forms the products exactly in float64, as the reference does,
 //     but sums them in 16 float64 lanes and a tree, so only the order of
 //     the float64 additions differs; after the final rounding to float32
@@ -53,6 +55,18 @@ func dotF16AVX2(w []byte, x []float32) float32 {
 	return dotF16Asm(w[:2*len(x)], x)
 }
 
+// dotF16x2x3AVX2 is the AVX2 form of DotF16x2x3; out[3r+t] is bit for
+// bit dotF16AVX2(wr, xt).
+func dotF16x2x3AVX2(w0, w1 []byte, x0, x1, x2 []float32, out *[6]float32) {
+	n := len(x0)
+	checkF16x2x3(n, w0, w1, x1, x2)
+	if n == 0 {
+		*out = [6]float32{}
+		return
+	}
+	dotF16x2x3Asm(&w0[0], &w1[0], &x0[0], &x1[0], &x2[0], n, out)
+}
+
 // dotF32AVX2 is the AVX2 form of DotF32.
 func dotF32AVX2(w []byte, x []float32) float32 {
 	return dotF32Asm(w[:4*len(x)], x)
@@ -73,6 +87,12 @@ func dotQ8_0x4Asm(w []byte, x0, x1, x2, x3 []BlockQ8_0, out *[4]float32)
 //
 //go:noescape
 func dotF16Asm(w []byte, x []float32) float32
+
+// dotF16x2x3Asm is DotF16x2x3 for rows of n > 0 elements at w0 and w1 and
+// activations of n elements at x0, x1 and x2.
+//
+//go:noescape
+func dotF16x2x3Asm(w0, w1 *byte, x0, x1, x2 *float32, n int, out *[6]float32)
 
 // dotF32Asm is DotF32 for a row of exactly len(x) elements.
 //

@@ -17,6 +17,7 @@ type Kernels struct {
 	IQ2XXS   func(w []byte, y []BlockQ8K) float32                       // y as QuantizeQ8K makes it: codes in -127..127 in blocks of nonzero D (the avx2 kernel's need), Bsums their sums (the AVX-512 kernel's)
 	IQ2XXSx4 func(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) // out[t] = IQ2XXS(w, yt) bit for bit, four activations of one length
 	F16      func(w []byte, x []float32) float32
+	F16x2x3  func(w0, w1 []byte, x0, x1, x2 []float32, out *[6]float32) // out[3r+t] = F16(wr, xt) bit for bit, two rows and three activations of one length
 	F32      func(w []byte, x []float32) float32
 
 	PackQ8_0Tile func(dst, w []byte, rowBytes int)                                    // packs the 16 rows w[i*rowBytes:(i+1)*rowBytes] (rowBytes = nb*34) into dst[:Q8_0TileBytes(nb)] (tile.go); nil where the set has no tile kernel
@@ -34,7 +35,7 @@ const genericName = "go"
 
 // GenericKernels returns the pure-Go reference kernels of dot.go.
 func GenericKernels() Kernels {
-	return Kernels{Name: genericName, Q8_0: DotQ8_0, Q8_0x4: DotQ8_0x4, Q2K: DotQ2K, Q2Kx4: DotQ2Kx4, Q4K: DotQ4K, IQ2XXS: DotIQ2XXS, IQ2XXSx4: DotIQ2XXSx4, F16: DotF16, F32: DotF32}
+	return Kernels{Name: genericName, Q8_0: DotQ8_0, Q8_0x4: DotQ8_0x4, Q2K: DotQ2K, Q2Kx4: DotQ2Kx4, Q4K: DotQ4K, IQ2XXS: DotIQ2XXS, IQ2XXSx4: DotIQ2XXSx4, F16: DotF16, F16x2x3: DotF16x2x3, F32: DotF32}
 }
 
 // Generic reports whether k is the pure-Go set, whose four-token kernels
@@ -49,6 +50,29 @@ func DotQ8_0x4(w []byte, x0, x1, x2, x3 []BlockQ8_0, out *[4]float32) {
 	out[1] = DotQ8_0(w, x1)
 	out[2] = DotQ8_0(w, x2)
 	out[3] = DotQ8_0(w, x3)
+}
+
+// DotF16x2x3 sets out[3r+t] to DotF16(wr, xt) for two rows and three
+// activations of one length; it panics if a row is shorter or the
+// activations' lengths differ.
+func DotF16x2x3(w0, w1 []byte, x0, x1, x2 []float32, out *[6]float32) {
+	checkF16x2x3(len(x0), w0, w1, x1, x2)
+	for r, w := range [2][]byte{w0, w1} {
+		for t, x := range [3][]float32{x0, x1, x2} {
+			out[3*r+t] = DotF16(w, x)
+		}
+	}
+}
+
+// checkF16x2x3 panics unless w0 and w1 hold n f16 weights and x1 and x2
+// n elements.
+func checkF16x2x3(n int, w0, w1 []byte, x1, x2 []float32) {
+	if len(x1) != n || len(x2) != n {
+		panic(fmt.Sprintf("quant: F16x2x3 activations of unequal lengths %d, %d, %d", n, len(x1), len(x2)))
+	}
+	if len(w0) < 2*n || len(w1) < 2*n {
+		panic(fmt.Sprintf("quant: F16x2x3 rows of %d and %d bytes are shorter than %d weights", len(w0), len(w1), n))
+	}
 }
 
 // checkQ8_0x4 panics unless x1, x2 and x3 have n blocks each.

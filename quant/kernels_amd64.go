@@ -92,6 +92,7 @@ func avx2Kernels() Kernels {
 		IQ2XXS:   dotIQ2XXSAVX2,
 		IQ2XXSx4: dotIQ2XXSx4AVX2,
 		F16:      dotF16AVX2,
+		F16x2x3:  dotF16x2x3AVX2,
 		F32:      dotF32AVX2,
 
 		PackQ8_0Tile:   packQ8_0TileAVX2,

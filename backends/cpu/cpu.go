@@ -264,7 +264,7 @@ type matJob struct {
 	q80sum []int32 // each block of q80's code sum, for the tile kernel
 	q8k    []quant.BlockQ8K
 	tiles  *sync.Pool // the backend's *tileScratch
-	quads  []quadOut  // each task's four-token kernel results
+	quads  []quadOut  // each task's four-token and F16x2x3 kernel results
 }
 
 // quadOut holds one task's four results of a four-token kernel. The kernels
@@ -272,8 +272,9 @@ type matJob struct {
 // the heap once per row; one per task, padded to a cache line so that
 // concurrent tasks do not share one, allocates nothing per call.
 type quadOut struct {
-	v [4]float32
-	_ [48]byte
+	v  [4]float32
+	f6 [6]float32 // F16x2x3's results
+	_  [24]byte
 }
 
 // rowsPerTask groups rows so each task is worth scheduling. It is the
@@ -487,7 +488,7 @@ func (j *matJob) Run(i int) {
 	}
 	switch w.Type {
 	case quant.F16, quant.BF16, quant.F32:
-		j.runFloat(p, r0, r1)
+		j.runFloat(p, r0, r1, &j.quads[i].f6)
 		return
 	}
 	tail := p.N%4 == tailX4 && !j.k.Generic()
@@ -557,17 +558,51 @@ func (j *matJob) Run(i int) {
 // takes the inputs in the outer loop: one input stays in cache while the
 // task's rows pass over it, instead of every input coming back from L3
 // for every row.
-func (j *matJob) runFloat(p *backends.Product, r0, r1 int) {
+func (j *matJob) runFloat(p *backends.Product, r0, r1 int, out *[6]float32) {
 	w, cols := p.W, p.W.Cols
 	xs, ds := stride(p.XStride, cols), stride(p.DstStride, w.Rows)
 	dot := j.floatDot(w.Type)
-	for t := range p.N {
+	t0 := 0
+	if w.Type == quant.F16 && !j.k.Generic() {
+		t0 = j.runF16x2x3(p, r0, r1, out)
+	}
+	for t := t0; t < p.N; t++ {
 		x := p.X[t*xs : t*xs+cols]
 		dst := p.Dst[t*ds+r0 : t*ds+r1]
 		for k := range dst {
 			dst[k] = dot(w.Data[(r0+k)*w.RowBytes:(r0+k+1)*w.RowBytes], x)
 		}
 	}
+}
+
+// runF16x2x3 is runFloat for the inputs of an F16 product in threes, two
+// rows at a time (quant.Kernels.F16x2x3, each result the single-row
+// kernel's bits), and returns the number of inputs it did. On AMD Zen 3 a
+// 4096-element dot took 155 ns in cache against 250 with the
+// eight-accumulator row kernel F16 had before, and the F16 products of the
+// 4-layer Flash slice's 512-token prefill (the compressors' and the
+// indexer's) 0.60 s instead of 1.03.
+func (j *matJob) runF16x2x3(p *backends.Product, r0, r1 int, out *[6]float32) int {
+	w, cols, rb := p.W, p.W.Cols, p.W.RowBytes
+	xs, ds := stride(p.XStride, cols), stride(p.DstStride, w.Rows)
+	t := 0
+	for ; t+3 <= p.N; t += 3 {
+		x0, x1, x2 := p.X[t*xs:t*xs+cols], p.X[(t+1)*xs:(t+1)*xs+cols], p.X[(t+2)*xs:(t+2)*xs+cols]
+		r := r0
+		for ; r+2 <= r1; r += 2 {
+			j.k.F16x2x3(w.Data[r*rb:(r+1)*rb], w.Data[(r+1)*rb:(r+2)*rb], x0, x1, x2, out)
+			for k, v := range out {
+				p.Dst[(t+k%3)*ds+r+k/3] = v
+			}
+		}
+		if r < r1 {
+			wr := w.Data[r*rb : (r+1)*rb]
+			p.Dst[t*ds+r] = j.k.F16(wr, x0)
+			p.Dst[(t+1)*ds+r] = j.k.F16(wr, x1)
+			p.Dst[(t+2)*ds+r] = j.k.F16(wr, x2)
+		}
+	}
+	return t
 }
 
 // The tile kernels (quant.Kernels.Q8_0Tile, IQ2XXSTile, Q2KTile) apply a

@@ -162,9 +162,23 @@ func TestMatVec(t *testing.T) {
 }
 
 func TestMatMulEqualsMatVecs(t *testing.T) {
+	// Three inputs take the four-token kernels' tail and F16's
+	// three-input kernel once; five take it and then two inputs alone.
+	type run struct {
+		typ quant.Type
+		n   int
+	}
+	var runs []run
 	for _, typ := range matTypes {
-		t.Run(typ.String(), func(t *testing.T) {
-			const cols, rows, n = 512, 37, 3
+		runs = append(runs, run{typ, 3})
+		if typ == quant.F16 {
+			runs = append(runs, run{typ, 5})
+		}
+	}
+	for _, tc := range runs {
+		typ, n := tc.typ, tc.n
+		t.Run(fmt.Sprintf("%s/n=%d", typ, n), func(t *testing.T) {
+			const cols, rows = 512, 37
 			w := testMatrix(t, typ, cols, rows, 1, uint64(typ)+7)
 			x := randVec(newRand(8), n*cols, 1)
 			// One input with a much larger scale so quantized blocks differ.
