@@ -553,11 +553,13 @@ func (j *matJob) Run(i int) {
 }
 
 // runFloat is Run for rows r0..r1 of a float-weight product of several
-// inputs. Its matrices (the hyper-connection mixes, 24 rows of 16384, and
-// the router) have few, long rows and inputs of as many floats, so it
-// takes the inputs in the outer loop: one input stays in cache while the
-// task's rows pass over it, instead of every input coming back from L3
-// for every row.
+// inputs; out is the task's room for F16x2x3's results. Its matrices (the
+// hyper-connection mixes, 24 rows of 16384, the router, the compressors'
+// and the indexer's projections) have long rows and inputs of as many
+// floats, so it takes the inputs in the outer loop: one input (F16: three,
+// runF16x2x3, then the rest one by one) stays in cache while the task's
+// rows pass over it, instead of every input coming back from L3 for every
+// row.
 func (j *matJob) runFloat(p *backends.Product, r0, r1 int, out *[6]float32) {
 	w, cols := p.W, p.W.Cols
 	xs, ds := stride(p.XStride, cols), stride(p.DstStride, w.Rows)
