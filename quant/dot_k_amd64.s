@@ -144,70 +144,84 @@ DATA ·iq2Ones+16(SB)/8, $0x0101010101010101
 DATA ·iq2Ones+24(SB)/8, $0x0101010101010101
 GLOBL ·iq2Ones(SB), RODATA|NOPTR, $32
 
-// IQ2EXPAND sets Y2 to the 32 weight magnitudes (grid bytes) of IQ2_XXS
-// group g (elements 32g to 32g+31) of the block at SI, Y4 to their signs
-// as VPSIGNB controls (-1 or 1 each) and Y6 to the group's VPMADDWD
-// multiplier, the int16 pair (2ls+1, 2ls+1). The four grid rows (eight
+// IQ2EXPAND expands IQ2_XXS group g (elements 32g to 32g+31) of the block
+// at P: it sets Yg (low half Xg) to the group's 32 weight magnitudes (grid
+// bytes), Ys to their signs as VPSIGNB controls (-1 or 1 each) and Yc to
+// the group's VPMADDWD multiplier, the int16 pair (2ls+1, 2ls+1). One
+// 64-bit load takes the group's four grid index bytes and its sign word
+// a1 (whose top four bits are ls) into DX, which gave the single-token
+// kernel 1.02× against a byte load per index. The four grid rows (eight
 // magnitude bytes each) come from the table at R8 by their index bytes,
 // as 64-bit loads assembled into one register. The signs are decoded in
 // vector registers, which took 13% off the single-token kernel's time on
-// AMD Zen 3 against a table of sign patterns: the group's sign word a1 is
-// broadcast and one VPSHUFB gives byte t of quadword j the byte of a1
-// that holds bit t of sign index j (t < 7), which Bits then masks (a
-// shift of each quadword by 7j and a VPSHUFB copying its low byte did the
-// same in one instruction more: the single-token kernel and the IQ2_XXS
-// tile pack run 1.06× faster in cache without it, the four-token kernel
-// 1.03×); the eighth sign, the parity of the seven, is the low bit of
-// their count of 0xff bytes (VPSADBW: 255 times the count), moved to the
-// byte's top bit. ORing in 1 leaves every byte nonzero, negative where its
-// weight is. The scale multiplier comes from the table at R10. Sel, Bits,
-// Test and Ones are the constants above, in registers or as memory
-// operands, and Zero a register or memory of zeros. Clobbers DX, Y3 and
-// Y5.
-#define IQ2EXPAND(g, Sel, Bits, Test, Zero, Ones) \
-	MOVBLZX (g*8+2)(SI), DX; \
-	VMOVQ   (R8)(DX*8), X2; \
-	MOVBLZX (g*8+3)(SI), DX; \
-	VPINSRQ $1, (R8)(DX*8), X2, X2; \
-	MOVBLZX (g*8+4)(SI), DX; \
-	VMOVQ   (R8)(DX*8), X3; \
-	MOVBLZX (g*8+5)(SI), DX; \
-	VPINSRQ $1, (R8)(DX*8), X3, X3; \
-	VINSERTI128 $1, X3, Y2, Y2; \
-	VPBROADCASTD (g*8+6)(SI), Y4; \
-	VPSHUFB Sel, Y4, Y4; \
-	VPAND   Bits, Y4, Y4; \
-	VPCMPEQB Test, Y4, Y4; \
-	VPSADBW Zero, Y4, Y5; \
+// AMD Zen 3 against a table of sign patterns: a1 is broadcast and one
+// VPSHUFB gives byte t of quadword j the byte of a1 that holds bit t of
+// sign index j (t < 7), which Bits then masks (a shift of each quadword
+// by 7j and a VPSHUFB copying its low byte did the same in one
+// instruction more: the single-token kernel and the IQ2_XXS tile pack run
+// 1.06× faster in cache without it, the four-token kernel 1.03×); the
+// eighth sign, the parity of the seven, is the low bit of their count of
+// 0xff bytes (VPSADBW: 255 times the count), moved to the byte's top bit.
+// ORing in 1 leaves every byte nonzero, negative where its weight is. The
+// scale multiplier comes from the table at R10. Sel, Bits, Test and Ones
+// are the constants above, in registers or as memory operands, and Zero a
+// register or memory of zeros. Clobbers AX, BX, DX, X3 and Y5.
+#define IQ2EXPAND(P, g, Yg, Xg, Ys, Yc, Sel, Bits, Test, Zero, Ones) \
+	MOVQ    (g*8+2)(P), DX; \
+	MOVBLZX DL, AX; \
+	MOVBLZX DH, BX; \
+	VMOVQ   (R8)(AX*8), Xg; \
+	VPINSRQ $1, (R8)(BX*8), Xg, Xg; \
+	SHRQ    $16, DX; \
+	MOVBLZX DL, AX; \
+	MOVBLZX DH, BX; \
+	VMOVQ   (R8)(AX*8), X3; \
+	VPINSRQ $1, (R8)(BX*8), X3, X3; \
+	SHRQ    $44, DX; \
+	VINSERTI128 $1, X3, Yg, Yg; \
+	VPBROADCASTD (g*8+6)(P), Ys; \
+	VPBROADCASTD (R10)(DX*4), Yc; \
+	VPSHUFB Sel, Ys, Ys; \
+	VPAND   Bits, Ys, Ys; \
+	VPCMPEQB Test, Ys, Ys; \
+	VPSADBW Zero, Ys, Y5; \
 	VPSLLQ  $63, Y5, Y5; \
-	VPOR    Y5, Y4, Y4; \
-	VPOR    Ones, Y4, Y4; \
-	MOVBLZX (g*8+9)(SI), DX; \
-	SHRL    $4, DX; \
-	VPBROADCASTD (R10)(DX*4), Y6
+	VPOR    Y5, Ys, Ys; \
+	VPOR    Ones, Ys, Ys
 
-// IQ2APPLY adds to Yacc the integer sum of the expanded group in Y2 and Y4
-// times the Q8_K codes of group g of the block at Py, times the scale in
-// Y6: the weights' signs go onto the activation codes (VPSIGNB), which
+// IQ2APPLY adds to Yacc the integer sum of a group expanded by IQ2EXPAND
+// into Yg, Ys and Yc times the Q8_K codes of group g of the block at Py:
+// the weights' signs go onto the activation codes (VPSIGNB), which
 // VPMADDUBSW then multiplies by the unsigned magnitudes. Against forming
 // |q8|·(w·sgn(q8)), which also takes codes of -128, that is two
 // instructions fewer per group and made the single-token kernel
 // 1.08–1.12× and the four-token one 1.07× faster in cache on AMD Zen 3.
-// Clobbers Y5 and Y7; Y2, Y4 and Y6 are kept for the next activation.
-#define IQ2APPLY(Py, g, Yacc) \
+// Clobbers Y5 and Y7; Yg, Ys and Yc are kept for the next activation.
+#define IQ2APPLY(Py, g, Yacc, Yg, Ys, Yc) \
 	VMOVDQU (g*32+BlockQ8K_Qs)(Py), Y5; \
-	VPSIGNB Y4, Y5, Y7; \
-	VPMADDUBSW Y7, Y2, Y5; \
-	VPMADDWD Y6, Y5, Y5; \
+	VPSIGNB Ys, Y5, Y7; \
+	VPMADDUBSW Y7, Yg, Y5; \
+	VPMADDWD Yc, Y5, Y5; \
 	VPADDD  Y5, Yacc, Yacc
 
-// IQ2GROUP adds to Y1 the integer sum of IQ2_XXS group g of the block at
-// SI against the Q8_K block at DI, times the group scale 2ls+1.
-#define IQ2GROUP(g) \
-	IQ2EXPAND(g, Y9, Y10, Y11, Y12, Y13); \
-	IQ2APPLY(DI, g, Y1)
+// IQ2NEXT expands group g+1 of the block at SI into the register set
+// Yg, Ys, Yc and adds group g, already expanded into the other set Ag,
+// As, Ac, to Y1 (the single-token kernel's software pipeline).
+#define IQ2NEXT(g, Yg, Xg, Ys, Yc, Ag, As, Ac) \
+	IQ2EXPAND(SI, (g+1), Yg, Xg, Ys, Yc, Y9, Y10, Y11, Y12, Y13); \
+	IQ2APPLY(DI, g, Y1, Ag, As, Ac)
 
 // func dotIQ2XXSAsm(w *byte, y *BlockQ8K, nb int) float32
+//
+// The groups are software-pipelined: group g+1 is expanded before group
+// g's codes are multiplied, in two sets of registers (Y2, Y4, Y6 for the
+// even groups, Y8, Y14, Y15 for the odd ones), and a block's last group
+// expands the next block's first (the same block again at the last, the
+// result unused), so that a group's table loads and sign decoding are in
+// flight while the one before it is multiplied. That ran 1.08–1.10× faster
+// in cache on AMD Zen 3 (interleaved runs in one process) than expanding
+// and multiplying each group in turn, which left the core waiting on the
+// expansion's chain of loads and shuffles.
 TEXT ·dotIQ2XXSAsm(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI
 	MOVQ y+8(FP), DI
@@ -220,34 +234,39 @@ TEXT ·dotIQ2XXSAsm(SB), NOSPLIT, $0-28
 	VPXOR   Y12, Y12, Y12
 	VMOVDQU ·iq2Ones(SB), Y13
 	VXORPS X0, X0, X0 // sumf
+	IQ2EXPAND(SI, 0, Y2, X2, Y4, Y6, Y9, Y10, Y11, Y12, Y13)
 
 iq2loop:
 	VPXOR Y1, Y1, Y1
-	IQ2GROUP(0)
-	IQ2GROUP(1)
-	IQ2GROUP(2)
-	IQ2GROUP(3)
-	IQ2GROUP(4)
-	IQ2GROUP(5)
-	IQ2GROUP(6)
-	IQ2GROUP(7)
+	IQ2NEXT(0, Y8, X8, Y14, Y15, Y2, Y4, Y6)
+	IQ2NEXT(1, Y2, X2, Y4, Y6, Y8, Y14, Y15)
+	IQ2NEXT(2, Y8, X8, Y14, Y15, Y2, Y4, Y6)
+	IQ2NEXT(3, Y2, X2, Y4, Y6, Y8, Y14, Y15)
+	IQ2NEXT(4, Y8, X8, Y14, Y15, Y2, Y4, Y6)
+	IQ2NEXT(5, Y2, X2, Y4, Y6, Y8, Y14, Y15)
+	IQ2NEXT(6, Y8, X8, Y14, Y15, Y2, Y4, Y6)
+	LEAQ    const_dotIQ2XXSBytes(SI), R9
+	CMPQ    CX, $1
+	CMOVQEQ SI, R9
+	IQ2EXPAND(R9, 0, Y2, X2, Y4, Y6, Y9, Y10, Y11, Y12, Y13)
+	IQ2APPLY(DI, 7, Y1, Y8, Y14, Y15)
 
 	// bsum = the eight int32 lanes of Y1 added.
-	VEXTRACTI128 $1, Y1, X2
-	VPADDD       X2, X1, X1
-	VPSHUFD      $0x4e, X1, X2
-	VPADDD       X2, X1, X1
-	VPSHUFD      $0xb1, X1, X2
-	VPADDD       X2, X1, X1
+	VEXTRACTI128 $1, Y1, X5
+	VPADDD       X5, X1, X1
+	VPSHUFD      $0x4e, X1, X5
+	VPADDD       X5, X1, X1
+	VPSHUFD      $0xb1, X1, X5
+	VPADDD       X5, X1, X1
 	VCVTDQ2PS    X1, X1
 
 	// sumf += (f16(d)·D)·float32(bsum)
 	MOVWLZX   (SI), AX
-	VMOVD     AX, X2
-	VCVTPH2PS X2, X2
-	VMULSS    BlockQ8K_D(DI), X2, X2
-	VMULSS    X1, X2, X2
-	VADDSS    X2, X0, X0
+	VMOVD     AX, X5
+	VCVTPH2PS X5, X5
+	VMULSS    BlockQ8K_D(DI), X5, X5
+	VMULSS    X1, X5, X5
+	VADDSS    X5, X0, X0
 
 	ADDQ $const_dotIQ2XXSBytes, SI
 	ADDQ $BlockQ8K__size, DI
@@ -266,11 +285,11 @@ iq2loop:
 // expanded once and applied to the four activations, which is where the
 // four-token kernel saves its time.
 #define IQ2X4GROUP(g) \
-	IQ2EXPAND(g, ·iq2SignSel(SB), ·iq2SignBits(SB), ·iq2SignTest(SB), Y0, Y1); \
-	IQ2APPLY(DI, g, Y8); \
-	IQ2APPLY(R11, g, Y9); \
-	IQ2APPLY(R12, g, Y10); \
-	IQ2APPLY(R13, g, Y11)
+	IQ2EXPAND(SI, g, Y2, X2, Y4, Y6, ·iq2SignSel(SB), ·iq2SignBits(SB), ·iq2SignTest(SB), Y0, Y1); \
+	IQ2APPLY(DI, g, Y8, Y2, Y4, Y6); \
+	IQ2APPLY(R11, g, Y9, Y2, Y4, Y6); \
+	IQ2APPLY(R12, g, Y10, Y2, Y4, Y6); \
+	IQ2APPLY(R13, g, Y11, Y2, Y4, Y6)
 
 // IQ2X4FLOAT adds to Xsum the float term (f16(d)·D)·float32(bsum) of the
 // block at Py, bsum being the eight int32 lanes of Yacc (low half Xacc)
