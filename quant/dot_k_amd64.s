@@ -391,27 +391,51 @@ iq2x4loop:
 	VPSRLW  $6, Y5, Y8; \
 	Q2STEP(Y8, h*128+96, Ys, Y13)
 
-// FINISHK folds the isum lanes of Y9 and the summs lanes of Y2 and does
-// sumf += float32((D·d)·float32(isum)) - float32((D·dmin)·float32(summs))
-// in X0, with the f16 pair d, dmin at doff(SI).
-#define FINISHK(doff) \
-	VEXTRACTI128 $1, Y9, X6; \
-	VPADDD       X6, X9, X9; \
-	VEXTRACTI128 $1, Y2, X6; \
-	VPADDD       X6, X2, X2; \
-	VPHADDD      X2, X9, X9; \
-	VPHADDD      X9, X9, X9; \
-	VCVTDQ2PS    X9, X9; \
-	VMOVD        doff(SI), X6; \
+// KSUMS folds the eight isum lanes of Y9 and the eight summs lanes of Y2
+// into the int32 lanes isum, summs (and two more) of Xs with unpacks,
+// shuffles and adds: the two VPHADDD of an earlier fold made the Q2_K
+// kernel 1.03× slower in cache on AMD Zen 3. Clobbers Y6 and Y7.
+#define KSUMS(Xs) \
+	VPUNPCKLQDQ  Y2, Y9, Y6; \
+	VPUNPCKHQDQ  Y2, Y9, Y7; \
+	VPADDD       Y7, Y6, Y6; \
+	VEXTRACTI128 $1, Y6, X7; \
+	VPADDD       X7, X6, X6; \
+	VPSHUFD      $0xb1, X6, X7; \
+	VPADDD       X7, X6, Xs; \
+	VPSHUFD      $0x08, Xs, Xs
+
+// KFLOAT does sumf += float32((D·d)·float32(isum)) - float32((D·dmin)·
+// float32(summs)) in X0, for the sums in Xs (KSUMS) of the weight block at
+// Pw, whose f16 pair d, dmin is at doff, and the activation block at Py.
+// Clobbers X5, X6 and X7.
+#define KFLOAT(Xs, doff, Pw, Py) \
+	VCVTDQ2PS    Xs, X5; \
+	VMOVD        doff(Pw), X6; \
 	VCVTPH2PS    X6, X6; \
-	VBROADCASTSS BlockQ8K_D(DI), X7; \
+	VBROADCASTSS BlockQ8K_D(Py), X7; \
 	VMULPS       X7, X6, X6; \
-	VMULPS       X6, X9, X9; \
-	VMOVSHDUP    X9, X6; \
-	VSUBSS       X6, X9, X9; \
-	VADDSS       X9, X0, X0
+	VMULPS       X6, X5, X5; \
+	VMOVSHDUP    X5, X6; \
+	VSUBSS       X6, X5, X5; \
+	VADDSS       X5, X0, X0
+
+// q2kNibbles holds 0x0f bytes, and q2kZero zeros: dotQ2KAsm's block
+// "before" the first, whose term is +0.
+DATA q2kNibbles<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA q2kNibbles<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL q2kNibbles<>(SB), RODATA|NOPTR, $16
+GLOBL q2kZero<>(SB), RODATA|NOPTR, $128
 
 // func dotQ2KAsm(w *byte, y *BlockQ8K, nb int) float32
+//
+// A block's float term is done in the middle of the next block's integer
+// work (R8 and R9 point at the block before, X14 holds its folded sums;
+// before the first block they point at zeros, whose term adds +0 to +0),
+// so that its chain of conversions and dependent float operations
+// overlaps that work instead of ending each block: 1.09–1.12× faster in
+// cache on AMD Zen 3 (interleaved runs in one process) than finishing each
+// block in turn. The terms are still added to sumf in block order.
 TEXT ·dotQ2KAsm(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI
 	MOVQ y+8(FP), DI
@@ -420,20 +444,20 @@ TEXT ·dotQ2KAsm(SB), NOSPLIT, $0-28
 	MOVL         $0x03030303, AX
 	VMOVD        AX, X15
 	VPBROADCASTD X15, Y15
-	MOVL         $0x0f0f0f0f, AX
-	VMOVD        AX, X14
-	VPBROADCASTD X14, Y14
 	VMOVDQU q2kScaleShuf<>+0(SB), Y10
 	VMOVDQU q2kScaleShuf<>+32(SB), Y11
 	VMOVDQU q2kScaleShuf<>+64(SB), Y12
 	VMOVDQU q2kScaleShuf<>+96(SB), Y13
+	LEAQ    q2kZero<>(SB), R8
+	MOVQ    R8, R9
+	VPXOR   X14, X14, X14
 
 q2loop:
 	// Min term: Σ_g bsum_g·m_g, m_g the high nibble of scales[g].
 	VMOVDQU   (SI), X1
 	VPSRLW    $4, X1, X2
-	VPAND     X14, X2, X2
-	VPAND     X14, X1, X1
+	VPAND     q2kNibbles<>(SB), X2, X2
+	VPAND     q2kNibbles<>(SB), X1, X1
 	VPMOVZXBW X2, Y2
 	VPMADDWD  (BlockQ8K_Bsums)(DI), Y2, Y2
 
@@ -444,13 +468,17 @@ q2loop:
 
 	VPXOR Y9, Y9, Y9
 	Q2HALF(0, Y3)
+	KFLOAT(X14, 80, R8, R9)
 	Q2HALF(1, Y4)
-	FINISHK(80)
+	KSUMS(X14)
+	MOVQ SI, R8
+	MOVQ DI, R9
 
 	ADDQ $const_dotQ2KBytes, SI
 	ADDQ $BlockQ8K__size, DI
 	DECQ CX
 	JNZ  q2loop
+	KFLOAT(X14, 80, R8, R9)
 
 	VMOVSS X0, ret+24(FP)
 	VZEROUPPER
@@ -525,7 +553,8 @@ q4loop:
 	Q4PAIR(1)
 	Q4PAIR(2)
 	Q4PAIR(3)
-	FINISHK(0)
+	KSUMS(X9)
+	KFLOAT(X9, 0, SI, DI)
 
 	ADDQ $const_dotQ4KBytes, SI
 	ADDQ $BlockQ8K__size, DI
