@@ -20,13 +20,13 @@ type Kernels struct {
 	F16x2x3  func(w0, w1 []byte, x0, x1, x2 []float32, out *[6]float32) // out[3r+t] = F16(wr, xt) bit for bit, two rows and three activations of one length
 	F32      func(w []byte, x []float32) float32
 
-	PackQ8_0Tile func(dst, w []byte, rowBytes int)                                    // packs the 16 rows w[i*rowBytes:(i+1)*rowBytes] (rowBytes = nb*34) into dst[:Q8_0TileBytes(nb)] (tile.go); nil where the set has no tile kernel
+	PackQ8_0Tile func(dst, w []byte, rowBytes int, next []byte)                       // packs the 16 rows w[i*rowBytes:(i+1)*rowBytes] (rowBytes = nb*34) into dst[:Q8_0TileBytes(nb)] (tile.go), asking the memory meanwhile for next (empty: none), the 16 rows the caller packs next; nil where the set has no tile kernel
 	Q8_0Tile     func(tile []byte, x []BlockQ8_0, sums []int32, n int, out []float32) // out[t*16+i] = Q8_0(row i, x[t*nb:(t+1)*nb]) bit for bit (codes in -127..127, Q8_0's precondition) for t < n, i < 16; sums = Q8_0Sums(x) (the avx2 set does not read it); nil where PackQ8_0Tile is
 
-	PackIQ2XXSTile func(dst, w []byte, rowBytes int)                     // packs the 16 rows w[i*rowBytes:(i+1)*rowBytes] (rowBytes = nb*66) into dst[:IQ2XXSTileBytes(nb)] (tile_iq2.go); nil where the set has no IQ2_XXS tile kernel
+	PackIQ2XXSTile func(dst, w []byte, rowBytes int, next []byte)        // packs the 16 rows w[i*rowBytes:(i+1)*rowBytes] (rowBytes = nb*66) into dst[:IQ2XXSTileBytes(nb)] (tile_iq2.go), asking for next as PackQ8_0Tile does; nil where the set has no IQ2_XXS tile kernel
 	IQ2XXSTile     func(tile []byte, y []BlockQ8K, n int, out []float32) // out[t*16+i] = IQ2XXS(row i, y[t*nb:(t+1)*nb]) bit for bit for t < n, i < 16 (y as IQ2XXS takes it); nil where PackIQ2XXSTile is
 
-	PackQ2KTile func(dst, w []byte, rowBytes int)                     // packs the 16 rows w[i*rowBytes:(i+1)*rowBytes] (rowBytes = nb*84) into dst[:Q2KTileBytes(nb)] (tile_q2k.go); nil where the set has no Q2_K tile kernel
+	PackQ2KTile func(dst, w []byte, rowBytes int, next []byte)        // packs the 16 rows w[i*rowBytes:(i+1)*rowBytes] (rowBytes = nb*84) into dst[:Q2KTileBytes(nb)] (tile_q2k.go), asking for next as PackQ8_0Tile does; nil where the set has no Q2_K tile kernel
 	Q2KTile     func(tile []byte, y []BlockQ8K, n int, out []float32) // out[t*16+i] = Q2K(row i, y[t*nb:(t+1)*nb]) bit for bit for t < n, i < 16; nil where PackQ2KTile is
 }
 

@@ -126,7 +126,7 @@ func TestTileStaysInBounds(t *testing.T) {
 			gw := guardedTail(t, len(w))
 			copy(gw, w)
 			tile := guardedTail(t, quant.Q8_0TileBytes(nb))
-			vk.PackQ8_0Tile(tile, gw, rowBytes)
+			vk.PackQ8_0Tile(tile, gw, rowBytes, nil)
 			for _, n := range []int{1, 3, 8, 13} {
 				x := tileActivation(r, n, nb)
 				gx := guardedSlice[quant.BlockQ8_0](t, len(x))
@@ -164,7 +164,7 @@ func TestIQ2XXSTileStaysInBounds(t *testing.T) {
 			gw := guardedTail(t, len(w))
 			copy(gw, w)
 			tile := guardedTail(t, quant.IQ2XXSTileBytes(nb))
-			vk.PackIQ2XXSTile(tile, gw, rowBytes)
+			vk.PackIQ2XXSTile(tile, gw, rowBytes, nil)
 			for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8, 15} {
 				y := iq2TileActivation(r, n, nb)
 				gy := guardedSlice[quant.BlockQ8K](t, len(y))
@@ -175,4 +175,53 @@ func TestIQ2XXSTileStaysInBounds(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestTilePackNext packs each tile kind's rows with every form of next
+// the packs take: none, the 16 rows after them, the same rows ending at an
+// inaccessible page (the AVX2 packs ask for a few lines past a next tile,
+// which must not fault) and a next too short to be a tile. Asking for next
+// must not change a byte of the tile.
+func TestTilePackNext(t *testing.T) {
+	kinds := []struct {
+		kind      tileKind
+		rows      func(r *rand.Rand, nb int) ([]byte, int)
+		tileBytes func(nb int) int
+		pack      func(k quant.Kernels) func(dst, w []byte, rowBytes int, next []byte)
+	}{
+		{q8_0Tiles, tileRows, quant.Q8_0TileBytes, func(k quant.Kernels) func(dst, w []byte, rowBytes int, next []byte) { return k.PackQ8_0Tile }},
+		{iq2xxsTiles, iq2TileRows, quant.IQ2XXSTileBytes, func(k quant.Kernels) func(dst, w []byte, rowBytes int, next []byte) { return k.PackIQ2XXSTile }},
+		{q2kTiles, q2kTileRows, quant.Q2KTileBytes, func(k quant.Kernels) func(dst, w []byte, rowBytes int, next []byte) { return k.PackQ2KTile }},
+	}
+	for _, kd := range kinds {
+		t.Run(kd.kind.name, func(t *testing.T) {
+			eachTileSet(t, kd.kind, func(t *testing.T, vk quant.Kernels) {
+				pack := kd.pack(vk)
+				r := rand.New(rand.NewPCG(6, 1))
+				for _, nb := range []int{1, 3, 16} {
+					w, rowBytes := kd.rows(r, nb)
+					next, _ := kd.rows(r, nb)
+					both := append(append([]byte(nil), w...), next...)
+					guarded := guardedTail(t, len(next))
+					copy(guarded, next)
+					want := make([]byte, kd.tileBytes(nb))
+					pack(want, w, rowBytes, nil)
+					for _, c := range []struct {
+						name string
+						w    []byte
+						next []byte
+					}{
+						{"following rows", both[:len(w)], both[len(w):]},
+						{"guarded", w, guarded},
+						{"short", w, next[:len(next)-1]},
+						{"empty", w, next[:0]},
+					} {
+						got := make([]byte, len(want))
+						pack(got, c.w, rowBytes, c.next)
+						require.Equal(t, want, got, "nb=%d, next %s", nb, c.name)
+					}
+				}
+			})
+		})
+	}
 }

@@ -15,15 +15,31 @@ import "fmt"
 const q8_0TileMaxRowBytes = 1 << 27
 
 // packQ8_0TileAVX512 is the AVX-512 form of Kernels.PackQ8_0Tile.
-func packQ8_0TileAVX512(dst, w []byte, rowBytes int) {
+func packQ8_0TileAVX512(dst, w []byte, rowBytes int, next []byte) {
 	nb := checkPackQ8_0Tile(dst, w, rowBytes)
 	if rowBytes > q8_0TileMaxRowBytes {
 		panic(fmt.Sprintf("quant: PackQ8_0Tile row of %d bytes is longer than the %d bytes the AVX-512 pack addresses", rowBytes, q8_0TileMaxRowBytes))
 	}
 	if nb > 0 {
+		prefetchTile(next, rowBytes)
 		packQ8_0TileAVX512Asm(dst, w, rowBytes, nb)
 	}
 }
+
+// prefetchTile asks the memory for the 16 rows at next, rowBytes apart,
+// when next holds them: the AVX-512 packs take Kernels' next this way, a
+// request a line before they start, where the AVX2 packs spread theirs
+// over the pack (packNextLines).
+func prefetchTile(next []byte, rowBytes int) {
+	if n := Q8_0TileRows * rowBytes; len(next) >= n {
+		prefetchAsm(&next[0], n)
+	}
+}
+
+// prefetchAsm issues one PREFETCHT0 per 64 bytes of [p, p+n), n > 0.
+//
+//go:noescape
+func prefetchAsm(p *byte, n int)
 
 // q8_0TileAVX512 is the AVX-512 form of Kernels.Q8_0Tile.
 //

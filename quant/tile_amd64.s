@@ -444,3 +444,16 @@ sumsloop:
 
 	VZEROUPPER
 	RET
+
+// func prefetchAsm(p *byte, n int)
+TEXT ·prefetchAsm(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	ADDQ SI, CX
+
+prefetch:
+	PREFETCHT0 (SI)
+	ADDQ       $64, SI
+	CMPQ       SI, CX
+	JLT        prefetch
+	RET

@@ -559,6 +559,18 @@
 	PREFETCHT0 off(R9) \
 	PREFETCHT0 off(R9)(BX*1)
 
+// PACK_NEXT_BEGIN and PACK_NEXT_END bracket a pack's PREFETCHT0s at
+// offsets of AX, the next rows of the caller (next+32(FP)), and move that
+// pointer step+40(FP) bytes on: issued a few lines a block step, they
+// fetch the caller's next tile while this one is packed (see
+// packNextLines).
+#define PACK_NEXT_BEGIN \
+	MOVQ next+32(FP), AX
+
+#define PACK_NEXT_END \
+	ADDQ step+40(FP), AX \
+	MOVQ AX, next+32(FP)
+
 // PACK_F16 converts the eight rows' f16 at off of their blocks to float32
 // and stores them at to(DI), using X, its Y register Yx and AX.
 #define PACK_F16(off, to, X, Yx) \
@@ -683,7 +695,7 @@ GLOBL q8TileBias<>(SB), RODATA|NOPTR, $4
 // two rounds of unpacks and one of 128-bit permutes transpose into the
 // eight code vector halves. The scales are gathered as f16 words and
 // converted eight at a time.
-TEXT ·packQ8_0TileAVX2Asm(SB), NOSPLIT, $0-32
+TEXT ·packQ8_0TileAVX2Asm(SB), NOSPLIT, $0-48
 	MOVQ         w+8(FP), R12
 	MOVQ         rowBytes+16(FP), BX
 	VPBROADCASTD q8TileBias<>(SB), Y15
@@ -693,6 +705,13 @@ half:
 	PACK_HALF
 
 block:
+	PACK_NEXT_BEGIN
+	PREFETCHT0   0(AX)
+	PREFETCHT0   64(AX)
+	PREFETCHT0   128(AX)
+	PREFETCHT0   192(AX)
+	PREFETCHT0   256(AX)
+	PACK_NEXT_END
 	VMOVDQU 2(SI), Y0
 	VMOVDQU 2(SI)(BX*1), Y1
 	VMOVDQU 2(SI)(BX*2), Y2
@@ -876,7 +895,7 @@ GLOBL iq2tBias<>(SB), RODATA|NOPTR, $4
 // ahead of: asking for each row's lines four blocks ahead took a fifth off
 // the pack's time there and made the 2-layer slice's prefill about 1.08×
 // faster on AMD Zen 3.
-TEXT ·packIQ2XXSTileAVX2Asm(SB), NOSPLIT, $0-32
+TEXT ·packIQ2XXSTileAVX2Asm(SB), NOSPLIT, $0-48
 	MOVQ         w+8(FP), R12
 	MOVQ         rowBytes+16(FP), BX
 	LEAQ         ·iq2xxsGrid(SB), R10
@@ -892,6 +911,17 @@ iq2phalf:
 iq2pblock:
 	PACK_PREFETCH(264)
 	PACK_PREFETCH(328)
+	PACK_NEXT_BEGIN
+	PREFETCHT0   0(AX)
+	PREFETCHT0   64(AX)
+	PREFETCHT0   128(AX)
+	PREFETCHT0   192(AX)
+	PREFETCHT0   256(AX)
+	PREFETCHT0   320(AX)
+	PREFETCHT0   384(AX)
+	PREFETCHT0   448(AX)
+	PREFETCHT0   512(AX)
+	PACK_NEXT_END
 	PACK_F16(0, 4608, X0, Y0)
 	MOVL $8, R13
 
@@ -1057,7 +1087,7 @@ GLOBL q2tFifteen<>(SB), RODATA|NOPTR, $4
 // prefetching each row's lines four blocks ahead as
 // packIQ2XXSTileAVX2Asm does, the four shifts j of the codes a loop (see
 // the IQ2_XXS products' register use).
-TEXT ·packQ2KTileAVX2Asm(SB), NOSPLIT, $0-32
+TEXT ·packQ2KTileAVX2Asm(SB), NOSPLIT, $0-48
 	MOVQ         w+8(FP), R12
 	MOVQ         rowBytes+16(FP), BX
 	LEAQ         q2tScale<>(SB), R13
@@ -1073,6 +1103,19 @@ q2phalf:
 q2pblock:
 	PACK_PREFETCH(336)
 	PACK_PREFETCH(400)
+	PACK_NEXT_BEGIN
+	PREFETCHT0   0(AX)
+	PREFETCHT0   64(AX)
+	PREFETCHT0   128(AX)
+	PREFETCHT0   192(AX)
+	PREFETCHT0   256(AX)
+	PREFETCHT0   320(AX)
+	PREFETCHT0   384(AX)
+	PREFETCHT0   448(AX)
+	PREFETCHT0   512(AX)
+	PREFETCHT0   576(AX)
+	PREFETCHT0   640(AX)
+	PACK_NEXT_END
 	VPXOR X14, X14, X14
 	MOVL  $4, R10
 

@@ -38,7 +38,7 @@ func BenchmarkQ8_0Tile(b *testing.B) {
 		}
 		b.Run("n="+strconv.Itoa(n)+"/way=tile", func(b *testing.B) {
 			for b.Loop() {
-				k.PackQ8_0Tile(tile, w, rowBytes)
+				k.PackQ8_0Tile(tile, w, rowBytes, nil)
 				k.Q8_0Tile(tile, x, sums, n, out)
 			}
 			benchSinkF32 = out[0]
@@ -82,7 +82,7 @@ func BenchmarkQ8_0TileParts(b *testing.B) {
 	b.Run("part=pack", func(b *testing.B) {
 		b.SetBytes(int64(len(w)))
 		for b.Loop() {
-			k.PackQ8_0Tile(tile, w, rowBytes)
+			k.PackQ8_0Tile(tile, w, rowBytes, nil)
 		}
 	})
 	x := make([]BlockQ8_0, nb)

@@ -10,7 +10,7 @@ import "fmt"
 // for bit. They need AVX512F, BW, VL, VNNI, VBMI and GFNI.
 
 // packIQ2XXSTileAVX512 is the AVX-512 form of Kernels.PackIQ2XXSTile.
-func packIQ2XXSTileAVX512(dst, w []byte, rowBytes int) {
+func packIQ2XXSTileAVX512(dst, w []byte, rowBytes int, next []byte) {
 	nb := checkPackIQ2XXSTile(dst, w, rowBytes)
 	// The gather of the scales addresses row i at i·rowBytes in an int32,
 	// as the Q8_0 pack does.
@@ -18,6 +18,7 @@ func packIQ2XXSTileAVX512(dst, w []byte, rowBytes int) {
 		panic(fmt.Sprintf("quant: PackIQ2XXSTile row of %d bytes is longer than the %d bytes the AVX-512 pack addresses", rowBytes, q8_0TileMaxRowBytes))
 	}
 	if nb > 0 {
+		prefetchTile(next, rowBytes)
 		packIQ2XXSTileAVX512Asm(dst, w, rowBytes, nb)
 	}
 }

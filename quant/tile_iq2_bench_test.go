@@ -36,7 +36,7 @@ func BenchmarkIQ2XXSTile(b *testing.B) {
 		}
 		b.Run("n="+strconv.Itoa(n)+"/way=tile", func(b *testing.B) {
 			for b.Loop() {
-				k.PackIQ2XXSTile(tile, w, rowBytes)
+				k.PackIQ2XXSTile(tile, w, rowBytes, nil)
 				k.IQ2XXSTile(tile, y, n, out)
 			}
 			benchSinkF32 = out[0]
@@ -84,10 +84,10 @@ func BenchmarkIQ2XXSTileParts(b *testing.B) {
 	b.Run("part=pack", func(b *testing.B) {
 		b.SetBytes(int64(len(w)))
 		for b.Loop() {
-			k.PackIQ2XXSTile(tile, w, rowBytes)
+			k.PackIQ2XXSTile(tile, w, rowBytes, nil)
 		}
 	})
-	k.PackIQ2XXSTile(tile, w, rowBytes)
+	k.PackIQ2XXSTile(tile, w, rowBytes, nil)
 	r := rand.New(rand.NewPCG(6, 9))
 	for _, n := range []int{1, 2, 4, 8} {
 		y := make([]BlockQ8K, n*nb)

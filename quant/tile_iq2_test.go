@@ -99,7 +99,7 @@ func iq2TileWant(w []byte, rowBytes int, y []quant.BlockQ8K, n int) []float32 {
 func runIQ2Tile(vk quant.Kernels, w []byte, rowBytes int, y []quant.BlockQ8K, n int) []float32 {
 	nb := rowBytes / 66
 	tile := make([]byte, quant.IQ2XXSTileBytes(nb))
-	vk.PackIQ2XXSTile(tile, w, rowBytes)
+	vk.PackIQ2XXSTile(tile, w, rowBytes, nil)
 	out := make([]float32, n*quant.Q8_0TileRows)
 	vk.IQ2XXSTile(tile, y, n, out)
 	return out
@@ -178,7 +178,7 @@ func TestIQ2XXSTileCatchesErrors(t *testing.T) {
 		tile := make([]byte, quant.IQ2XXSTileBytes(nb))
 		out := make([]float32, n*quant.Q8_0TileRows)
 
-		vk.PackIQ2XXSTile(tile, w, rowBytes)
+		vk.PackIQ2XXSTile(tile, w, rowBytes, nil)
 		vk.IQ2XXSTile(tile, y, n, out)
 		require.Empty(t, tileMismatch(out, want), "the unaltered inputs must match")
 
@@ -190,11 +190,11 @@ func TestIQ2XXSTileCatchesErrors(t *testing.T) {
 		swapped := append([]byte(nil), w...)
 		copy(swapped[3*rowBytes:4*rowBytes], w[5*rowBytes:6*rowBytes])
 		copy(swapped[5*rowBytes:6*rowBytes], w[3*rowBytes:4*rowBytes])
-		vk.PackIQ2XXSTile(tile, swapped, rowBytes)
+		vk.PackIQ2XXSTile(tile, swapped, rowBytes, nil)
 		vk.IQ2XXSTile(tile, y, n, out)
 		require.NotEmpty(t, tileMismatch(out, want), "two swapped rows went unnoticed")
 
-		vk.PackIQ2XXSTile(tile, w, rowBytes)
+		vk.PackIQ2XXSTile(tile, w, rowBytes, nil)
 		tile[4672+576*3+64*5+4*9+2] ^= 1
 		vk.IQ2XXSTile(tile, y, n, out)
 		require.NotEmpty(t, tileMismatch(out, want), "a flipped packed weight went unnoticed")
@@ -211,7 +211,7 @@ func TestIQ2XXSTileLayout(t *testing.T) {
 			w, rowBytes := iq2TileRows(r, nb)
 			got := make([]byte, quant.IQ2XXSTileBytes(nb)+1)
 			got[len(got)-1] = 0xa5
-			vk.PackIQ2XXSTile(got, w, rowBytes)
+			vk.PackIQ2XXSTile(got, w, rowBytes, nil)
 			require.Equal(t, byte(0xa5), got[len(got)-1], "nb=%d: PackIQ2XXSTile wrote past the tile", nb)
 			const blockBytes = 4672
 			require.Equal(t, nb*blockBytes, quant.IQ2XXSTileBytes(nb))
@@ -260,9 +260,9 @@ func TestIQ2XXSTilePanics(t *testing.T) {
 			name string
 			call func()
 		}{
-			{"row not whole blocks", func() { vk.PackIQ2XXSTile(tile, w, nb*66-1) }},
-			{"too few rows", func() { vk.PackIQ2XXSTile(tile, w[:len(w)-1], nb*66) }},
-			{"short tile to pack", func() { vk.PackIQ2XXSTile(tile[:len(tile)-1], w, nb*66) }},
+			{"row not whole blocks", func() { vk.PackIQ2XXSTile(tile, w, nb*66-1, nil) }},
+			{"too few rows", func() { vk.PackIQ2XXSTile(tile, w[:len(w)-1], nb*66, nil) }},
+			{"short tile to pack", func() { vk.PackIQ2XXSTile(tile[:len(tile)-1], w, nb*66, nil) }},
 			{"no tokens", func() { vk.IQ2XXSTile(tile, y, 0, out) }},
 			{"uneven tokens", func() { vk.IQ2XXSTile(tile, y[:len(y)-1], n, out) }},
 			{"short tile", func() { vk.IQ2XXSTile(tile[:len(tile)-1], y, n, out) }},

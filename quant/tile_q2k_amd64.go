@@ -13,8 +13,9 @@ package quant
 // token on.
 
 // packQ2KTileAVX512 is the AVX-512 form of Kernels.PackQ2KTile.
-func packQ2KTileAVX512(dst, w []byte, rowBytes int) {
+func packQ2KTileAVX512(dst, w []byte, rowBytes int, next []byte) {
 	if nb := checkPackQ2KTile(dst, w, rowBytes); nb > 0 {
+		prefetchTile(next, rowBytes)
 		packQ2KTileAVX512Asm(dst, w, rowBytes, nb)
 	}
 }

@@ -40,7 +40,7 @@ func BenchmarkQ2KTile(b *testing.B) {
 		}
 		b.Run("n="+strconv.Itoa(n)+"/way=tile", func(b *testing.B) {
 			for b.Loop() {
-				k.PackQ2KTile(tile, w, rowBytes)
+				k.PackQ2KTile(tile, w, rowBytes, nil)
 				k.Q2KTile(tile, y, n, out)
 			}
 			benchSinkF32 = out[0]
@@ -88,10 +88,10 @@ func BenchmarkQ2KTileParts(b *testing.B) {
 	b.Run("part=pack", func(b *testing.B) {
 		b.SetBytes(int64(len(w)))
 		for b.Loop() {
-			k.PackQ2KTile(tile, w, rowBytes)
+			k.PackQ2KTile(tile, w, rowBytes, nil)
 		}
 	})
-	k.PackQ2KTile(tile, w, rowBytes)
+	k.PackQ2KTile(tile, w, rowBytes, nil)
 	r := rand.New(rand.NewPCG(6, 9))
 	for _, n := range []int{1, 2, 4, 8, 64} {
 		y := make([]BlockQ8K, n*nb)

@@ -20,7 +20,7 @@ func TestQ2KTileStaysInBounds(t *testing.T) {
 			gw := guardedTail(t, len(w))
 			copy(gw, w)
 			tile := guardedTail(t, quant.Q2KTileBytes(nb))
-			vk.PackQ2KTile(tile, gw, rowBytes)
+			vk.PackQ2KTile(tile, gw, rowBytes, nil)
 			for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8, 15} {
 				y := q2kTileActivation(r, n, nb)
 				gy := guardedSlice[quant.BlockQ8K](t, len(y))

@@ -133,7 +133,7 @@ func q2kTileWant(w []byte, rowBytes int, y []quant.BlockQ8K, n int) []float32 {
 // runQ2KTile packs the rows and runs the Q2_K tile kernel of vk.
 func runQ2KTile(vk quant.Kernels, w []byte, rowBytes int, y []quant.BlockQ8K, n int) []float32 {
 	tile := make([]byte, quant.Q2KTileBytes(rowBytes/84))
-	vk.PackQ2KTile(tile, w, rowBytes)
+	vk.PackQ2KTile(tile, w, rowBytes, nil)
 	out := make([]float32, n*quant.Q8_0TileRows)
 	for i := range out {
 		out[i] = float32(math.NaN()) // every result must be written
@@ -230,7 +230,7 @@ func TestQ2KTileCatchesErrors(t *testing.T) {
 		tile := make([]byte, quant.Q2KTileBytes(nb))
 		out := make([]float32, n*quant.Q8_0TileRows)
 
-		vk.PackQ2KTile(tile, w, rowBytes)
+		vk.PackQ2KTile(tile, w, rowBytes, nil)
 		vk.Q2KTile(tile, y, n, out)
 		require.Empty(t, tileMismatch(out, want), "the unaltered inputs must match")
 
@@ -242,11 +242,11 @@ func TestQ2KTileCatchesErrors(t *testing.T) {
 		swapped := append([]byte(nil), w...)
 		copy(swapped[3*rowBytes:4*rowBytes], w[5*rowBytes:6*rowBytes])
 		copy(swapped[5*rowBytes:6*rowBytes], w[3*rowBytes:4*rowBytes])
-		vk.PackQ2KTile(tile, swapped, rowBytes)
+		vk.PackQ2KTile(tile, swapped, rowBytes, nil)
 		vk.Q2KTile(tile, y, n, out)
 		require.NotEmpty(t, tileMismatch(out, want), "two swapped rows went unnoticed")
 
-		vk.PackQ2KTile(tile, w, rowBytes)
+		vk.PackQ2KTile(tile, w, rowBytes, nil)
 		tile[4736+64*37+4*9+2] ^= 1
 		vk.Q2KTile(tile, y, n, out)
 		require.NotEmpty(t, tileMismatch(out, want), "a flipped packed code went unnoticed")
@@ -262,7 +262,7 @@ func TestQ2KTileLayout(t *testing.T) {
 			w, rowBytes := q2kTileRows(r, nb)
 			got := make([]byte, quant.Q2KTileBytes(nb)+1)
 			got[len(got)-1] = 0xa5
-			vk.PackQ2KTile(got, w, rowBytes)
+			vk.PackQ2KTile(got, w, rowBytes, nil)
 			require.Equal(t, byte(0xa5), got[len(got)-1], "nb=%d: PackQ2KTile wrote past the tile", nb)
 			const blockBytes = 4736
 			require.Equal(t, nb*blockBytes, quant.Q2KTileBytes(nb))
@@ -307,10 +307,10 @@ func TestQ2KTilePanics(t *testing.T) {
 			name string
 			call func()
 		}{
-			{"row not whole blocks", func() { vk.PackQ2KTile(tile, w, nb*84-1) }},
-			{"negative row", func() { vk.PackQ2KTile(tile, w, -84) }},
-			{"too few rows", func() { vk.PackQ2KTile(tile, w[:len(w)-1], nb*84) }},
-			{"short tile to pack", func() { vk.PackQ2KTile(tile[:len(tile)-1], w, nb*84) }},
+			{"row not whole blocks", func() { vk.PackQ2KTile(tile, w, nb*84-1, nil) }},
+			{"negative row", func() { vk.PackQ2KTile(tile, w, -84, nil) }},
+			{"too few rows", func() { vk.PackQ2KTile(tile, w[:len(w)-1], nb*84, nil) }},
+			{"short tile to pack", func() { vk.PackQ2KTile(tile[:len(tile)-1], w, nb*84, nil) }},
 			{"no tokens", func() { vk.Q2KTile(tile, y, 0, out) }},
 			{"uneven tokens", func() { vk.Q2KTile(tile, y[:len(y)-1], n, out) }},
 			{"short tile", func() { vk.Q2KTile(tile[:len(tile)-1], y, n, out) }},

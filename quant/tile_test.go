@@ -235,7 +235,7 @@ func tileMismatch(got, want []float32) string {
 func runTile(vk quant.Kernels, w []byte, rowBytes int, x []quant.BlockQ8_0, n int) []float32 {
 	nb := rowBytes / 34
 	tile := make([]byte, quant.Q8_0TileBytes(nb))
-	vk.PackQ8_0Tile(tile, w, rowBytes)
+	vk.PackQ8_0Tile(tile, w, rowBytes, nil)
 	sums := make([]int32, len(x))
 	quant.Q8_0Sums(x, sums)
 	out := make([]float32, n*quant.Q8_0TileRows)
@@ -309,7 +309,7 @@ func TestQ8_0TileCatchesErrors(t *testing.T) {
 		sums := make([]int32, len(x))
 		out := make([]float32, n*quant.Q8_0TileRows)
 
-		vk.PackQ8_0Tile(tile, w, rowBytes)
+		vk.PackQ8_0Tile(tile, w, rowBytes, nil)
 		quant.Q8_0Sums(x, sums)
 		vk.Q8_0Tile(tile, x, sums, n, out)
 		require.Empty(t, tileMismatch(out, want), "the unaltered inputs must match")
@@ -324,11 +324,11 @@ func TestQ8_0TileCatchesErrors(t *testing.T) {
 		swapped := append([]byte(nil), w...)
 		copy(swapped[3*rowBytes:4*rowBytes], w[5*rowBytes:6*rowBytes])
 		copy(swapped[5*rowBytes:6*rowBytes], w[3*rowBytes:4*rowBytes])
-		vk.PackQ8_0Tile(tile, swapped, rowBytes)
+		vk.PackQ8_0Tile(tile, swapped, rowBytes, nil)
 		vk.Q8_0Tile(tile, x, sums, n, out)
 		require.NotEmpty(t, tileMismatch(out, want), "two swapped rows went unnoticed")
 
-		vk.PackQ8_0Tile(tile, w, rowBytes)
+		vk.PackQ8_0Tile(tile, w, rowBytes, nil)
 		tile[576*3+64*5+4*9+2] ^= 1
 		vk.Q8_0Tile(tile, x, sums, n, out)
 		require.NotEmpty(t, tileMismatch(out, want), "a flipped packed code went unnoticed")
@@ -344,7 +344,7 @@ func TestQ8_0TileLayout(t *testing.T) {
 			w, rowBytes := tileRows(r, nb)
 			got := make([]byte, quant.Q8_0TileBytes(nb)+1)
 			got[len(got)-1] = 0xa5
-			vk.PackQ8_0Tile(got, w, rowBytes)
+			vk.PackQ8_0Tile(got, w, rowBytes, nil)
 			require.Equal(t, byte(0xa5), got[len(got)-1], "nb=%d: PackQ8_0Tile wrote past the tile", nb)
 			want := make([]byte, quant.Q8_0TileBytes(nb))
 			for b := range nb {
@@ -381,9 +381,9 @@ func TestQ8_0TilePanics(t *testing.T) {
 			name string
 			call func()
 		}{
-			{"row not whole blocks", func() { vk.PackQ8_0Tile(tile, w, nb*34-1) }},
-			{"too few rows", func() { vk.PackQ8_0Tile(tile, w[:len(w)-1], nb*34) }},
-			{"short tile to pack", func() { vk.PackQ8_0Tile(tile[:len(tile)-1], w, nb*34) }},
+			{"row not whole blocks", func() { vk.PackQ8_0Tile(tile, w, nb*34-1, nil) }},
+			{"too few rows", func() { vk.PackQ8_0Tile(tile, w[:len(w)-1], nb*34, nil) }},
+			{"short tile to pack", func() { vk.PackQ8_0Tile(tile[:len(tile)-1], w, nb*34, nil) }},
 			{"no tokens", func() { vk.Q8_0Tile(tile, x, sums, 0, out) }},
 			{"uneven tokens", func() { vk.Q8_0Tile(tile, x[:len(x)-1], sums, n, out) }},
 			{"short sums", func() { vk.Q8_0Tile(tile, x, sums[:len(sums)-1], n, out) }},

@@ -654,10 +654,11 @@ func (j *matJob) runTile(p *backends.Product, off, r0 int) {
 	// The pack reads its 16 rows as 16 interleaved streams, which the
 	// hardware prefetchers follow poorly: in prefill the IQ2_XXS pack ran
 	// about 4× slower than on rows in cache. A worker's next task is
-	// usually the next 16 rows (its range is contiguous), so asking for
-	// them now overlaps their fetch with this task: prefill 1.04–1.07×.
-	if next := r0 + 2*quant.Q8_0TileRows; next <= w.Rows {
-		prefetch(w.Data[(r0+quant.Q8_0TileRows)*w.RowBytes : next*w.RowBytes])
+	// usually the next 16 rows (its range is contiguous), so the pack asks
+	// for them while it packs these (Kernels' next).
+	var next []byte
+	if r1 := r0 + 2*quant.Q8_0TileRows; r1 <= w.Rows {
+		next = w.Data[(r0+quant.Q8_0TileRows)*w.RowBytes : r1*w.RowBytes]
 	}
 	sc := j.tiles.Get().(*tileScratch)
 	sc.out = grow(sc.out, p.N*quant.Q8_0TileRows)
@@ -665,17 +666,17 @@ func (j *matJob) runTile(p *backends.Product, off, r0 int) {
 	case quant.Q8_0:
 		nb := w.Cols / 32
 		sc.tile = grow(sc.tile, quant.Q8_0TileBytes(nb))
-		j.k.PackQ8_0Tile(sc.tile, rows, w.RowBytes)
+		j.k.PackQ8_0Tile(sc.tile, rows, w.RowBytes, next)
 		j.k.Q8_0Tile(sc.tile, j.q80[off:off+p.N*nb], j.q80sum[off:off+p.N*nb], p.N, sc.out)
 	case quant.IQ2_XXS:
 		nb := w.Cols / quant.QK_K
 		sc.tile = grow(sc.tile, quant.IQ2XXSTileBytes(nb))
-		j.k.PackIQ2XXSTile(sc.tile, rows, w.RowBytes)
+		j.k.PackIQ2XXSTile(sc.tile, rows, w.RowBytes, next)
 		j.k.IQ2XXSTile(sc.tile, j.q8k[off:off+p.N*nb], p.N, sc.out)
 	case quant.Q2_K:
 		nb := w.Cols / quant.QK_K
 		sc.tile = grow(sc.tile, quant.Q2KTileBytes(nb))
-		j.k.PackQ2KTile(sc.tile, rows, w.RowBytes)
+		j.k.PackQ2KTile(sc.tile, rows, w.RowBytes, next)
 		j.k.Q2KTile(sc.tile, j.q8k[off:off+p.N*nb], p.N, sc.out)
 	}
 	scatterTile(p.Dst[r0:], stride(p.DstStride, w.Rows), sc.out, p.N)

@@ -208,16 +208,3 @@ func dots4AVX2Asm(dst, q *float32, d int, rows *[]float32, nrows int, n int)
 //
 //go:noescape
 func weigh4AVX2Asm(out *float32, d int, w *float32, rows *[]float32, nrows int, n int, r *float32)
-
-// prefetch asks the cache hierarchy for the lines of b without waiting for
-// them.
-func prefetch(b []byte) {
-	if len(b) > 0 {
-		prefetchAsm(&b[0], len(b))
-	}
-}
-
-// prefetchAsm issues one PREFETCHT0 per 64 bytes of [p, p+n), n > 0.
-//
-//go:noescape
-func prefetchAsm(p *byte, n int)

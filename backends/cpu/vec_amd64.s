@@ -123,21 +123,6 @@ axpydone:
 	VZEROUPPER
 	RET
 
-// func prefetchAsm(p *byte, n int)
-//
-// One PREFETCHT0 per 64 bytes of [p, p+n), n > 0.
-TEXT ·prefetchAsm(SB), NOSPLIT, $0-16
-	MOVQ p+0(FP), SI
-	MOVQ n+8(FP), CX
-	ADDQ SI, CX
-
-pf:
-	PREFETCHT0 (SI)
-	ADDQ       $64, SI
-	CMPQ       SI, CX
-	JLT        pf
-	RET
-
 // The AVX-512 loops below keep the AVX2 loops' float order exactly, so a
 // CPU with AVX-512 gets the same bits as one with AVX2 only. The dot's
 // four 8-lane chains live in two ZMM registers, chains 0|1 and 2|3: a
