@@ -19,12 +19,6 @@ func BenchmarkTileStream(b *testing.B) {
 	}
 	const size = 64 << 20
 	r := rand.New(rand.NewPCG(8, 9))
-	kinds := []struct {
-		t    Type
-		cols int
-		n    int
-		run  func(tile, rows []byte, rowBytes int, next []byte)
-	}{}
 	x8 := make([]BlockQ8_0, 64*benchRowElems/32)
 	QuantizeQ8_0(randActivation(r, 64*benchRowElems), x8)
 	sums := make([]int32, len(x8))
@@ -32,35 +26,27 @@ func BenchmarkTileStream(b *testing.B) {
 	yk := make([]BlockQ8K, 12*benchRowElems/QK_K)
 	QuantizeQ8K(randActivation(r, 12*benchRowElems), yk)
 	out := make([]float32, 64*Q8_0TileRows)
-	kinds = append(kinds,
-		struct {
-			t    Type
-			cols int
-			n    int
-			run  func(tile, rows []byte, rowBytes int, next []byte)
-		}{Q8_0, benchRowElems, 64, func(tile, rows []byte, rowBytes int, next []byte) {
+	type kind struct {
+		t    Type
+		cols int
+		run  func(tile, rows []byte, rowBytes int, next []byte)
+	}
+	kinds := []kind{
+		{Q8_0, benchRowElems, func(tile, rows []byte, rowBytes int, next []byte) {
 			k.PackQ8_0Tile(tile, rows, rowBytes, next)
 			k.Q8_0Tile(tile, x8, sums, 64, out)
 		}},
-		struct {
-			t    Type
-			cols int
-			n    int
-			run  func(tile, rows []byte, rowBytes int, next []byte)
-		}{IQ2_XXS, benchRowElems, 12, func(tile, rows []byte, rowBytes int, next []byte) {
+		{IQ2_XXS, benchRowElems, func(tile, rows []byte, rowBytes int, next []byte) {
 			k.PackIQ2XXSTile(tile, rows, rowBytes, next)
 			k.IQ2XXSTile(tile, yk, 12, out)
 		}},
-		struct {
-			t    Type
-			cols int
-			n    int
-			run  func(tile, rows []byte, rowBytes int, next []byte)
-		}{Q2_K, benchRowElems / 2, 12, func(tile, rows []byte, rowBytes int, next []byte) {
+		// The routed experts' down projections are 2048 wide.
+		{Q2_K, benchRowElems / 2, func(tile, rows []byte, rowBytes int, next []byte) {
 			k.PackQ2KTile(tile, rows, rowBytes, next)
 			k.Q2KTile(tile, yk[:12*benchRowElems/2/QK_K], 12, out)
 		}},
-	)
+	}
+	tile := make([]byte, max(Q8_0TileBytes(benchRowElems/32), IQ2XXSTileBytes(benchRowElems/QK_K), Q2KTileBytes(benchRowElems/QK_K)))
 	for _, kd := range kinds {
 		rowBytes, err := kd.t.RowBytes(kd.cols)
 		if err != nil {
@@ -69,7 +55,6 @@ func BenchmarkTileStream(b *testing.B) {
 		tileRows := Q8_0TileRows * rowBytes
 		w := benchRows(kd.t, size/rowBytes, rowBytes)
 		tiles := len(w) / tileRows
-		tile := make([]byte, 1<<20)
 		for _, way := range []string{"next", "none"} {
 			b.Run("type="+kd.t.String()+"/way="+way, func(b *testing.B) {
 				b.SetBytes(int64(tiles * tileRows))
