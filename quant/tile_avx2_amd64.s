@@ -740,6 +740,44 @@ block:
 	VZEROUPPER
 	RET
 
+// func combineLanesAVX2(o *float32, lanes *[8][128]float32, n int)
+//
+// Lane k's floats are 512k bytes past lane 0's.
+TEXT ·combineLanesAVX2(SB), NOSPLIT, $0-24
+	MOVQ   o+0(FP), DI
+	MOVQ   lanes+8(FP), SI
+	MOVQ   n+16(FP), CX
+	SHRQ   $3, CX
+	VXORPS Y15, Y15, Y15
+
+combine:
+	VMOVUPS (SI), Y0
+	VADDPS  2048(SI), Y0, Y0
+	VMOVUPS 1024(SI), Y1
+	VADDPS  3072(SI), Y1, Y1
+	VADDPS  Y1, Y0, Y0
+	VMOVUPS 512(SI), Y2
+	VADDPS  2560(SI), Y2, Y2
+	VMOVUPS 1536(SI), Y3
+	VADDPS  3584(SI), Y3, Y3
+	VADDPS  Y3, Y2, Y2
+	VADDPS  Y2, Y0, Y0
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y15, (SI)
+	VMOVUPS Y15, 512(SI)
+	VMOVUPS Y15, 1024(SI)
+	VMOVUPS Y15, 1536(SI)
+	VMOVUPS Y15, 2048(SI)
+	VMOVUPS Y15, 2560(SI)
+	VMOVUPS Y15, 3072(SI)
+	VMOVUPS Y15, 3584(SI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     combine
+	VZEROUPPER
+	RET
+
 // func iq2xxsTile8AVX2(tile *byte, y *BlockQ8K, nb int, out *float32)
 TEXT ·iq2xxsTile8AVX2(SB), NOSPLIT, $0-32
 	IQ2T_PROLOGUE
