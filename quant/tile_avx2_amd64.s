@@ -701,7 +701,7 @@ GLOBL q8TileBias<>(SB), RODATA|NOPTR, $4
 	VPXOR      Y15, T, T \
 	VMOVDQU    T, (64*j+256)(DI)
 
-// func packQ8_0TileAVX2Asm(dst, w *byte, rowBytes, nb int)
+// func packQ8_0TileAVX2Asm(dst, w *byte, rowBytes, nb int, next *byte, step int)
 //
 // Packs eight rows at a time: rows 0..7 into the low 32 bytes of each code
 // vector and the first eight scales, then rows 8..15 into the high ones.
@@ -938,7 +938,7 @@ GLOBL iq2tBias<>(SB), RODATA|NOPTR, $4
 	IQ2T_STORE(g, 2, Y2, Y6) \
 	IQ2T_STORE(g, 3, Y3, Y7)
 
-// func packIQ2XXSTileAVX2Asm(dst, w *byte, rowBytes, nb int)
+// func packIQ2XXSTileAVX2Asm(dst, w *byte, rowBytes, nb int, next *byte, step int)
 //
 // Packs eight rows at a time, rows 0..7 into the low 32 bytes of each code
 // vector and rows 8..15 into the high ones, as packQ8_0TileAVX2Asm does,
@@ -1126,7 +1126,7 @@ GLOBL q2tFifteen<>(SB), RODATA|NOPTR, $4
 	Q2P_ROW(h, (R9)(BX*1), Y7) \
 	Q2P_TRANSPOSE(2048*h)
 
-// func packQ2KTileAVX2Asm(dst, w *byte, rowBytes, nb int)
+// func packQ2KTileAVX2Asm(dst, w *byte, rowBytes, nb int, next *byte, step int)
 //
 // Packs eight rows at a time, rows 0..7 into the low 32 bytes of each
 // vector and rows 8..15 into the high ones, as packQ8_0TileAVX2Asm does,
