@@ -300,3 +300,14 @@ func FuzzAVX2KQuant(f *testing.F) {
 		}
 	})
 }
+
+// TestPrefetchTile runs the AVX-512 packs' request for the next rows,
+// which no AVX2 machine reaches through them, on rows ending at an
+// inaccessible page and on rows too short to be a tile.
+func TestPrefetchTile(t *testing.T) {
+	const rowBytes = 66 * 16
+	next := guardedTail(t, Q8_0TileRows*rowBytes)
+	prefetchTile(next, rowBytes)
+	prefetchTile(next[:len(next)-1], rowBytes)
+	prefetchTile(nil, rowBytes)
+}
