@@ -375,6 +375,12 @@ TEXT ·dotF16Asm(SB), NOSPLIT, $0-52
 	JZ     f16by8
 
 f16loop16:
+	// The line 4 KB ahead: decode reads the F16 rows (router,
+	// hyper-connection mixes, compressors) from memory, and the
+	// latency-bound loop left the hardware prefetchers behind; two threads
+	// streaming 4096-wide rows ran 1.08–1.21× faster on AMD Zen 3 (2 and
+	// 8 KB ahead 1.14–1.19×).
+	PREFETCHT0  4096(SI)
 	VCVTPH2PS   0(SI), Y8
 	VCVTPH2PS   16(SI), Y9
 	VFMADD231PS 0(DI), Y8, Y0
