@@ -459,7 +459,8 @@ q2loop:
 	// decode a worker runs down a routed expert's 672-byte rows, where
 	// the kernel's arithmetic left the hardware prefetchers behind. Two
 	// threads streaming 2048-wide rows from memory ran 1.09–1.16× faster
-	// on AMD Zen 3 (1 and 2 KB ahead 1.01–1.13×, 8 KB 1.09–1.11×).
+	// on AMD Zen 3 (0.25–1 KB ahead 1.01–1.09×, 2 KB 1.12–1.13×, 8 KB
+	// 1.09–1.11×).
 	PREFETCHT0 4096(SI)
 
 	// Min term: Σ_g bsum_g·m_g, m_g the high nibble of scales[g].
