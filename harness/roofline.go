@@ -81,27 +81,42 @@ func computeProbes(cfg MachineConfig, mc *Machine) []probe {
 	fma := func(threads int) (float64, time.Duration) {
 		return loopProbe(threads, cfg.MinTime, cpu.FMAFlopsPerIter, func(n int) { runtime.KeepAlive(cpu.FMALoop(n)) })
 	}
-	i8 := func(threads int) (float64, time.Duration) {
-		return loopProbe(threads, cfg.MinTime, cpu.DotI8OpsPerIter, func(n int) { runtime.KeepAlive(cpu.DotI8Loop(n)) })
-	}
-	q8 := func(threads int) (float64, time.Duration) {
-		return loopProbe(threads, cfg.MinTime, cpu.DotQ8_0OpsPerIter, func(n int) { runtime.KeepAlive(cpu.DotQ8_0Loop(n)) })
-	}
-	vnni := func(threads int) (float64, time.Duration) {
-		return loopProbe(threads, cfg.MinTime, cpu.DotVNNIOpsPerIter, func(n int) { runtime.KeepAlive(cpu.DotVNNILoop(n)) })
-	}
-	probes := []probe{
+	return append([]probe{
 		{"float32 FMA, 1 thread", &mc.FMAGflops1, 1, fma},
 		{fmt.Sprintf("float32 FMA, %d threads", cfg.Threads), &mc.FMAGflopsAll, cfg.Threads, fma},
-		{"int8 dot, 1 thread", &mc.Int8Gops1, 1, i8},
-		{fmt.Sprintf("int8 dot, %d threads", cfg.Threads), &mc.Int8GopsAll, cfg.Threads, i8},
-		{"int8 Q8_0 dot, 1 thread", &mc.Q8_0Gops1, 1, q8},
-		{fmt.Sprintf("int8 Q8_0 dot, %d threads", cfg.Threads), &mc.Q8_0GopsAll, cfg.Threads, q8},
+	}, dotProbes(cfg, mc, true)...)
+}
+
+// dotProbe is one int8 dot kind of dotProbes: its loop, its operations
+// per iteration and the figures it raises.
+type dotProbe struct {
+	name     string
+	one, all *float64
+	perIter  int
+	loop     func(n int) int32
+}
+
+// dotProbes returns the probes of the int8 dot peaks, which raise mc's
+// figures: the AVX2 int8 and Q8_0 mixes and, where the CPU has it, the
+// AVX-512 VNNI dot, each with all threads, after one thread when single
+// is set.
+func dotProbes(cfg MachineConfig, mc *Machine, single bool) []probe {
+	kinds := []dotProbe{
+		{"int8 dot", &mc.Int8Gops1, &mc.Int8GopsAll, cpu.DotI8OpsPerIter, cpu.DotI8Loop},
+		{"int8 Q8_0 dot", &mc.Q8_0Gops1, &mc.Q8_0GopsAll, cpu.DotQ8_0OpsPerIter, cpu.DotQ8_0Loop},
 	}
 	if cpu.HasVNNI() {
-		probes = append(probes,
-			probe{"int8 VNNI dot, 1 thread", &mc.VNNIGops1, 1, vnni},
-			probe{fmt.Sprintf("int8 VNNI dot, %d threads", cfg.Threads), &mc.VNNIGopsAll, cfg.Threads, vnni})
+		kinds = append(kinds, dotProbe{"int8 VNNI dot", &mc.VNNIGops1, &mc.VNNIGopsAll, cpu.DotVNNIOpsPerIter, cpu.DotVNNILoop})
+	}
+	var probes []probe
+	for _, k := range kinds {
+		run := func(threads int) (float64, time.Duration) {
+			return loopProbe(threads, cfg.MinTime, k.perIter, func(n int) { runtime.KeepAlive(k.loop(n)) })
+		}
+		if single {
+			probes = append(probes, probe{k.name + ", 1 thread", k.one, 1, run})
+		}
+		probes = append(probes, probe{fmt.Sprintf("%s, %d threads", k.name, cfg.Threads), k.all, cfg.Threads, run})
 	}
 	return probes
 }
@@ -556,15 +571,26 @@ type RooflineRecord struct {
 	DecodeRoundFractionMax float64 `parquet:"decode_round_fraction_max"`
 	DecodeRoundReadGBsMin  float64 `parquet:"decode_round_read_gbs_min"` // the rounds' bandwidth range
 	DecodeRoundReadGBsMax  float64 `parquet:"decode_round_read_gbs_max"`
+	// The prefill rounds (MeasurePrefillRounds, SummarizePrefillRounds),
+	// each round's fractions taken at the better of the int8 peaks probed
+	// just before and just after it; zero where none ran.
+	PrefillRounds              int64   `parquet:"prefill_rounds"`
+	PrefillRoundFraction       float64 `parquet:"prefill_round_fraction"` // the median round's, of the compute limit
+	PrefillRoundFractionMin    float64 `parquet:"prefill_round_fraction_min"`
+	PrefillRoundFractionMax    float64 `parquet:"prefill_round_fraction_max"`
+	PrefillRoundFractionMix    float64 `parquet:"prefill_round_fraction_mix"`      // the median of the avx2 mix limit's
+	PrefillRoundFractionVNNI   float64 `parquet:"prefill_round_fraction_vnni"`     // the median of the VNNI limit's; 0 without VNNI
+	PrefillRoundInt8GopsAllMin float64 `parquet:"prefill_round_int8_gops_all_min"` // the rounds' int8 peak range
+	PrefillRoundInt8GopsAllMax float64 `parquet:"prefill_round_int8_gops_all_max"`
 }
 
 // RooflineTable is the directory of roofline runs under a results root.
 const RooflineTable = "roofline"
 
-// RooflineRecords joins a run's measurements into its rows; rates and
-// rounds may be nil when the kernels or the decode rounds were not
-// measured.
-func RooflineRecords(meta RunMeta, mc Machine, parts []Traffic, rates []KernelRate, sp Speed, rounds []DecodeRound) []RooflineRecord {
+// RooflineRecords joins a run's measurements into its rows; rates, rounds
+// and prefillRounds may be nil when the kernels, the decode rounds or the
+// prefill rounds were not measured.
+func RooflineRecords(meta RunMeta, mc Machine, parts []Traffic, rates []KernelRate, sp Speed, rounds []DecodeRound, prefillRounds []PrefillRound) []RooflineRecord {
 	var total Traffic
 	if len(parts) > 0 {
 		total = parts[len(parts)-1]
@@ -579,13 +605,17 @@ func RooflineRecords(meta RunMeta, mc Machine, parts []Traffic, rates []KernelRa
 		}
 		ghi = max(ghi, r.ReadGBs)
 	}
+	pst := SummarizePrefillRounds(prefillRounds, mc, work)
 	recs := make([]RooflineRecord, len(parts))
 	for i, t := range parts {
 		r := RooflineRecord{RunMeta: meta, Machine: mc, Traffic: t, Speed: sp, DecodeLimitTPS: dl, PrefillLimitTPS: pl,
 			PrefillLimitMixTPS: plm, PrefillLimitVNNITPS: plv, KernelLimitTPS: kl,
 			PrefillMACsInt8: work.MACsInt8, PrefillMACsQ8_0: work.MACsQ8_0, PrefillMACsFloat: work.MACsFloat,
 			DecodeRounds: int64(len(rounds)), DecodeRoundFraction: med, DecodeRoundFractionMin: flo, DecodeRoundFractionMax: fhi,
-			DecodeRoundReadGBsMin: glo, DecodeRoundReadGBsMax: ghi}
+			DecodeRoundReadGBsMin: glo, DecodeRoundReadGBsMax: ghi,
+			PrefillRounds: int64(len(prefillRounds)), PrefillRoundFraction: pst.Fraction, PrefillRoundFractionMin: pst.FractionMin,
+			PrefillRoundFractionMax: pst.FractionMax, PrefillRoundFractionMix: pst.FractionMix, PrefillRoundFractionVNNI: pst.FractionVNNI,
+			PrefillRoundInt8GopsAllMin: pst.Int8GopsMin, PrefillRoundInt8GopsAllMax: pst.Int8GopsMax}
 		if plm > 0 {
 			r.PrefillFractionMix = sp.PrefillTPS / plm
 		}

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -71,12 +72,18 @@ func MeasureDecodeRounds(ctx context.Context, m *engine.Model, be backends.Backe
 // RoundFractions returns the median, least and greatest of the rounds'
 // fractions of the speed of light for steps that read bytes of weights.
 func RoundFractions(rounds []DecodeRound, bytes int64) (median, lo, hi float64) {
-	if len(rounds) == 0 {
-		return 0, 0, 0
-	}
 	f := make([]float64, len(rounds))
 	for i, r := range rounds {
 		f[i] = r.Fraction(bytes)
+	}
+	return medianRange(f)
+}
+
+// medianRange returns the median (the mean of the middle two of an even
+// count), least and greatest of f, which it sorts; zeros when f is empty.
+func medianRange(f []float64) (median, lo, hi float64) {
+	if len(f) == 0 {
+		return 0, 0, 0
 	}
 	slices.Sort(f)
 	n := len(f)
@@ -85,6 +92,116 @@ func RoundFractions(rounds []DecodeRound, bytes int64) (median, lo, hi float64) 
 		median = (f[n/2-1] + f[n/2]) / 2
 	}
 	return median, f[0], f[n-1]
+}
+
+// PrefillRound is one round of MeasurePrefillRounds: the all-threads int8
+// dot peaks probed around it and the rate of its prefill.
+type PrefillRound struct {
+	Int8GopsAll float64
+	Q8_0GopsAll float64
+	VNNIGopsAll float64 // 0 without AVX-512 VNNI
+	PrefillTPS  float64
+}
+
+// Fractions returns the round's prefill rate as fractions of work's
+// compute limit, avx2 mix limit and VNNI limit (PrefillLimit,
+// PrefillLimitMix, PrefillLimitVNNI) at the round's own int8 peaks and
+// mc's float32 FMA peak; a limit that is 0 gives 0.
+func (r PrefillRound) Fractions(mc Machine, work Traffic) (limit, mix, vnni float64) {
+	mc.Int8GopsAll, mc.Q8_0GopsAll, mc.VNNIGopsAll = r.Int8GopsAll, r.Q8_0GopsAll, r.VNNIGopsAll
+	frac := func(l float64) float64 {
+		if l <= 0 {
+			return 0
+		}
+		return r.PrefillTPS / l
+	}
+	return frac(PrefillLimit(mc, work)), frac(PrefillLimitMix(mc, work)), frac(PrefillLimitVNNI(mc, work))
+}
+
+// PrefillRoundStats summarizes prefill rounds: the median, least and
+// greatest fraction of the compute limit, the medians of the avx2 mix and
+// VNNI limits' fractions, and the range of the int8 peaks probed.
+type PrefillRoundStats struct {
+	Fraction, FractionMin, FractionMax float64
+	FractionMix, FractionVNNI          float64
+	Int8GopsMin, Int8GopsMax           float64
+}
+
+// SummarizePrefillRounds returns the stats of rounds, each taken by
+// PrefillRound.Fractions with mc and work; zeros when there are none.
+func SummarizePrefillRounds(rounds []PrefillRound, mc Machine, work Traffic) PrefillRoundStats {
+	var st PrefillRoundStats
+	lim, mix, vnni := make([]float64, len(rounds)), make([]float64, len(rounds)), make([]float64, len(rounds))
+	gops := make([]float64, len(rounds))
+	for i, r := range rounds {
+		lim[i], mix[i], vnni[i] = r.Fractions(mc, work)
+		gops[i] = r.Int8GopsAll
+	}
+	st.Fraction, st.FractionMin, st.FractionMax = medianRange(lim)
+	st.FractionMix, _, _ = medianRange(mix)
+	st.FractionVNNI, _, _ = medianRange(vnni)
+	_, st.Int8GopsMin, st.Int8GopsMax = medianRange(gops)
+	return st
+}
+
+// MeasurePrefillRounds prefills prefill tokens once, untimed, in a fresh
+// session (the first prefill allocates the session's scratch), then runs
+// rounds timed prefills of the same tokens in the session reset, with one
+// run of each all-threads int8 dot probe (at least cfg.MinTime) before the
+// first and after each; tick, when not nil, is called after each prefill.
+// A round's peaks are the better of the probes just before and just after
+// it.
+//
+// A neighbour's work on a shared machine moves the arithmetic peaks by a
+// third and prefill with them (the all-threads int8 peak read 184 to 366
+// Gop/s across probes on a 2-core AMD Zen 3): each round's fractions are
+// taken against the peaks of its own moment, as the decode rounds' are
+// against their bandwidth. Taking the better of the two probes around it
+// keeps a dip that one probe saw and the prefill did not from inflating
+// the round's fraction.
+func MeasurePrefillRounds(ctx context.Context, m *engine.Model, be backends.Backend, cfg MachineConfig, prefill, rounds int, tick func(n int)) ([]PrefillRound, error) {
+	if prefill <= 0 || rounds <= 0 {
+		return nil, errors.New("harness: prefill rounds: prefill and round counts must be positive")
+	}
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	if tick == nil {
+		tick = func(int) {}
+	}
+	s, toks, err := prefilledSession(m, be, prefill, 0, "prefill rounds")
+	if err != nil {
+		return nil, err
+	}
+	tick(prefill)
+	one := cfg
+	one.Trials = 1
+	peaks := func() (Machine, error) {
+		var mc Machine
+		return mc, runProbes(ctx, one, dotProbes(one, &mc, false), nil)
+	}
+	before, err := peaks()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PrefillRound, rounds)
+	for i := range out {
+		s.Reset()
+		start := time.Now()
+		if err := s.Prefill(toks); err != nil {
+			return nil, fmt.Errorf("harness: prefill rounds: prefill: %w", err)
+		}
+		tps := float64(prefill) / time.Since(start).Seconds()
+		tick(prefill)
+		after, err := peaks()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = PrefillRound{Int8GopsAll: max(before.Int8GopsAll, after.Int8GopsAll), Q8_0GopsAll: max(before.Q8_0GopsAll, after.Q8_0GopsAll),
+			VNNIGopsAll: max(before.VNNIGopsAll, after.VNNIGopsAll), PrefillTPS: tps}
+		before = after
+	}
+	return out, nil
 }
 
 // probeBuffer returns the read probe's buffer of cfg.BufferBytes with every

@@ -64,7 +64,7 @@ func TestMeasureDecodeRounds(t *testing.T) {
 	total := parts[len(parts)-1]
 	meta := RunMeta{RunID: "rounds"}
 	mc := Machine{ReadGBs1: 30, ReadGBsAll: 60, FMAGflopsAll: 100, Int8GopsAll: 200}
-	path, err := WriteRun(t.TempDir(), RooflineTable, meta, RooflineRecords(meta, mc, parts, nil, Speed{DecodeTokens: 2}, rounds))
+	path, err := WriteRun(t.TempDir(), RooflineTable, meta, RooflineRecords(meta, mc, parts, nil, Speed{DecodeTokens: 2}, rounds, nil))
 	require.NoError(t, err)
 	rows, err := ReadRows[RooflineRecord](path)
 	require.NoError(t, err)
@@ -75,4 +75,80 @@ func TestMeasureDecodeRounds(t *testing.T) {
 	gbs := []float64{rounds[0].ReadGBs, rounds[1].ReadGBs, rounds[2].ReadGBs}
 	require.Equal(t, min(gbs[0], gbs[1], gbs[2]), last.DecodeRoundReadGBsMin)
 	require.Equal(t, max(gbs[0], gbs[1], gbs[2]), last.DecodeRoundReadGBsMax)
+}
+
+func TestSummarizePrefillRounds(t *testing.T) {
+	// 100 G int8 multiply-adds a token (60 G of them Q8_0) and 25 G float:
+	// at 400 Gop/s int8, 300 Q8_0 and 100 GFLOP/s FMA a token takes 1 s
+	// (0.5 + 0.5) at the compute limit and 1.1 s (0.4 + 0.2 + 0.5) at the
+	// mix limit.
+	work := Traffic{MACsInt8: 100e9, MACsQ8_0: 60e9, MACsFloat: 25e9}
+	mc := Machine{Int8GopsAll: 1000, Q8_0GopsAll: 1000, FMAGflopsAll: 100} // the rounds' own peaks replace the int8 ones
+	round := func(int8, q8, tps float64) PrefillRound {
+		return PrefillRound{Int8GopsAll: int8, Q8_0GopsAll: q8, PrefillTPS: tps}
+	}
+	tests := []struct {
+		name   string
+		rounds []PrefillRound
+		want   PrefillRoundStats
+	}{
+		{"none", nil, PrefillRoundStats{}},
+		{"one", []PrefillRound{round(400, 300, 0.5)}, PrefillRoundStats{0.5, 0.5, 0.5, 0.55, 0, 400, 400}},
+		// At 200 Gop/s int8 (150 Q8_0) a token takes 1.5 s (mix 1.7 s).
+		{"three: the middle one", []PrefillRound{round(400, 300, 0.9), round(200, 150, 0.5), round(400, 300, 0.4)},
+			PrefillRoundStats{0.75, 0.4, 0.9, 0.85, 0, 200, 400}},
+		{"no peak counts as 0", []PrefillRound{round(0, 0, 0.5)}, PrefillRoundStats{0, 0, 0, 0, 0, 0, 0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := SummarizePrefillRounds(tc.rounds, mc, work)
+			want := []float64{tc.want.Fraction, tc.want.FractionMin, tc.want.FractionMax, tc.want.FractionMix, tc.want.FractionVNNI, tc.want.Int8GopsMin, tc.want.Int8GopsMax}
+			have := []float64{got.Fraction, got.FractionMin, got.FractionMax, got.FractionMix, got.FractionVNNI, got.Int8GopsMin, got.Int8GopsMax}
+			require.InDeltaSlice(t, want, have, 1e-12)
+		})
+	}
+}
+
+// TestMeasurePrefillRounds runs three rounds on the tiny model and joins
+// them into roofline rows that round-trip through Parquet.
+func TestMeasurePrefillRounds(t *testing.T) {
+	m, err := engine.OpenTiny()
+	require.NoError(t, err)
+	be := cpu.New(2)
+	defer be.Close()
+	cfg := MachineConfig{BufferBytes: 8 << 20, Threads: 2, MinTime: 10 * time.Millisecond}
+	var ticks int
+	rounds, err := MeasurePrefillRounds(context.Background(), m, be, cfg, 8, 3, func(n int) { ticks += n })
+	require.NoError(t, err)
+	require.Len(t, rounds, 3)
+	require.Equal(t, 4*8, ticks, "the untimed prefill and three rounds")
+	for _, r := range rounds {
+		require.Positive(t, r.Int8GopsAll)
+		require.Positive(t, r.Q8_0GopsAll)
+		require.Positive(t, r.PrefillTPS)
+	}
+	_, err = MeasurePrefillRounds(context.Background(), m, be, cfg, 8, 0, nil)
+	require.Error(t, err, "no rounds")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = MeasurePrefillRounds(ctx, m, be, cfg, 8, 1, nil)
+	require.ErrorIs(t, err, context.Canceled)
+
+	parts, err := DecodeTraffic(m.File, m.Params)
+	require.NoError(t, err)
+	sp := Speed{PrefillTokens: 8, PrefillTPS: 100}
+	meta := RunMeta{RunID: "prefill-rounds"}
+	mc := Machine{ReadGBs1: 30, ReadGBsAll: 60, FMAGflopsAll: 100, Int8GopsAll: 200, Q8_0GopsAll: 150}
+	path, err := WriteRun(t.TempDir(), RooflineTable, meta, RooflineRecords(meta, mc, parts, nil, sp, nil, rounds))
+	require.NoError(t, err)
+	rows, err := ReadRows[RooflineRecord](path)
+	require.NoError(t, err)
+	last := rows[len(rows)-1]
+	st := SummarizePrefillRounds(rounds, mc, PrefillWork(parts, 8))
+	require.Equal(t, int64(3), last.PrefillRounds)
+	require.Equal(t, []float64{st.Fraction, st.FractionMin, st.FractionMax, st.FractionMix, st.Int8GopsMin, st.Int8GopsMax},
+		[]float64{last.PrefillRoundFraction, last.PrefillRoundFractionMin, last.PrefillRoundFractionMax, last.PrefillRoundFractionMix,
+			last.PrefillRoundInt8GopsAllMin, last.PrefillRoundInt8GopsAllMax})
+	require.Positive(t, last.PrefillRoundFraction)
+	require.Zero(t, last.DecodeRounds)
 }

@@ -140,7 +140,7 @@ func TestLimits(t *testing.T) {
 	// The head's 80e9 int8 multiply-adds are shared by a prompt of 8
 	// tokens: each token does tot's work, so the prefill limit is 1 tok/s.
 	parts := []Traffic{{Part: "layer", MACsInt8: 90e9, MACsFloat: 25e9}, {Part: "head", MACsInt8: 80e9}, {Part: "total", Bytes: 1e9, MACsInt8: 170e9, MACsFloat: 25e9}}
-	recs := RooflineRecords(RunMeta{RunID: "r"}, mc, parts, rates, Speed{PrefillTokens: 8, DecodeTPS: 40, PrefillTPS: 0.5}, nil)
+	recs := RooflineRecords(RunMeta{RunID: "r"}, mc, parts, rates, Speed{PrefillTokens: 8, DecodeTPS: 40, PrefillTPS: 0.5}, nil, nil)
 	for _, r := range recs {
 		if math.Abs(r.KernelLimitTPS-40) > 1e-9 || math.Abs(r.DecodeKernelFraction-1) > 1e-9 {
 			t.Errorf("record %+v: want kernel limit 40 and fraction 1", r)
@@ -323,7 +323,7 @@ func TestMeasureSpeedAndParquet(t *testing.T) {
 	}
 	meta := RunMeta{RunID: "roof", ModelName: "tiny", StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	mc := Machine{ReadGBs1: 30, ReadGBsAll: 60, FMAGflopsAll: 100, Int8GopsAll: 200}
-	path, err := WriteRun(t.TempDir(), RooflineTable, meta, RooflineRecords(meta, mc, parts, nil, sp, nil))
+	path, err := WriteRun(t.TempDir(), RooflineTable, meta, RooflineRecords(meta, mc, parts, nil, sp, nil, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

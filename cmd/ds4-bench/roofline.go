@@ -38,7 +38,9 @@ arithmetic peaks are probed again after the model ran and the best
 figures kept, since a shared machine's figures move. For the same reason
 decode is also measured in rounds that each follow their own bandwidth
 probe (--rounds): their median fraction of the speed of light is taken
-at the bandwidth of each round's moment.
+at the bandwidth of each round's moment; and prefill in rounds between runs of the int8 dot probes
+(--prefill-rounds), whose median fraction of the compute limit is taken
+at the better of the peaks probed just before and after each round.
 
 Options:
 `
@@ -54,6 +56,7 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	decode := fs.Int("decode", 16, "tokens decoded after the prefill (and 4 untimed ones) to measure decode speed")
 	noSpeed := fs.Bool("no-speed", false, "skip measuring the model's speed")
 	rounds := fs.Int("rounds", 5, "decode rounds of --decode tokens, each right after its own bandwidth probe (0: none)")
+	prefillRounds := fs.Int("prefill-rounds", 3, "prefill rounds of --prefill tokens, each between two runs of the int8 dot probes (0: none)")
 	opsFlag := fs.Bool("ops", false, "also time each matrix product of the decode steps and print where a step's time goes")
 	lock := fs.Bool("lock", true, "pin the weights in memory (mlock) while measuring the model's speed")
 	inMemory := fs.Bool("in-memory", false, "read the model into memory of its own with huge pages instead of mapping the file")
@@ -76,6 +79,10 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usageError{errors.New("roofline: --rounds must not be negative")}
 	case *noSpeed && fs.Changed("rounds") && *rounds > 0:
 		return usageError{errors.New("roofline: --rounds decodes, which --no-speed skips")}
+	case *prefillRounds < 0:
+		return usageError{errors.New("roofline: --prefill-rounds must not be negative")}
+	case *noSpeed && fs.Changed("prefill-rounds") && *prefillRounds > 0:
+		return usageError{errors.New("roofline: --prefill-rounds prefills, which --no-speed skips")}
 	}
 	open := engine.Open
 	if *inMemory {
@@ -172,6 +179,23 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 	}
+	var pr []harness.PrefillRound
+	if !*noSpeed && *prefillRounds > 0 {
+		step(fmt.Sprintf("the int8 dot peaks around each of %d prefill rounds", *prefillRounds))
+		var bar *progress.Bar
+		tick := func(int) {}
+		if !*noProgress {
+			bar = progress.New(stderr, "ds4-bench: prefill rounds", int64((*prefillRounds+1)**prefill), " tok")
+			tick = func(n int) { bar.Add(int64(n)) }
+		}
+		pr, err = harness.MeasurePrefillRounds(ctx, m, be, probeCfg, *prefill, *prefillRounds, tick)
+		if bar != nil {
+			bar.Finish()
+		}
+		if err != nil {
+			return err
+		}
+	}
 	var ops []harness.DecodeOp
 	var opStep time.Duration
 	if *opsFlag {
@@ -183,7 +207,7 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if modelPath != "" {
 		meta.Notes += hugePageNote(m.File, modelPath, *inMemory, stderr)
 	}
-	recs := harness.RooflineRecords(meta, mc, parts, rates, sp, dr)
+	recs := harness.RooflineRecords(meta, mc, parts, rates, sp, dr, pr)
 	printRoofline(stdout, meta, recs, rates, be.Kernels().Name)
 	if ops != nil {
 		printDecodeOps(stdout, ops, opStep)
@@ -409,5 +433,16 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 			fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit (%.3f of the avx2 mix limit)", r.PrefillTPS, r.PrefillFraction, r.PrefillFractionMix)
 		}
 		fmt.Fprintf(w, " (%d tokens; the session's first prefill ran at %.3f tok/s)\n", r.PrefillTokens, r.PrefillFirstTPS)
+		if r.PrefillRounds > 0 {
+			fmt.Fprintf(w, "          in %d rounds, each between int8 dot probes: %.3f of the compute limit (median; %.3f–%.3f at %.1f–%.1f Gop/s)",
+				r.PrefillRounds, r.PrefillRoundFraction, r.PrefillRoundFractionMin, r.PrefillRoundFractionMax, r.PrefillRoundInt8GopsAllMin, r.PrefillRoundInt8GopsAllMax)
+			if r.PrefillRoundFractionMix > 0 {
+				fmt.Fprintf(w, ", %.3f of the avx2 mix limit", r.PrefillRoundFractionMix)
+			}
+			if r.PrefillRoundFractionVNNI > 0 {
+				fmt.Fprintf(w, ", %.3f of the VNNI one", r.PrefillRoundFractionVNNI)
+			}
+			fmt.Fprintln(w)
+		}
 	}
 }

@@ -21,10 +21,11 @@ func TestRooflineTiny(t *testing.T) {
 	dir := t.TempDir()
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"roofline", "--buffer-mb", "8", "--min-time", "10ms", "--trials", "1",
-		"--prefill", "4", "--decode", "2", "-t", "2", "--parquet", dir, "--no-progress", "--rounds", "3"}, &out, &errOut)
+		"--prefill", "4", "--decode", "2", "-t", "2", "--parquet", dir, "--no-progress", "--rounds", "3", "--prefill-rounds", "2"}, &out, &errOut)
 	require.Equal(t, 0, code, errOut.String())
 	for _, want := range []string{"read bandwidth", "int8 dot", "dot kernels", "decode kernel limit", "decode speed of light", "of the speed of light", "of the kernel limit", "of the compute limit",
-		"Q8_0 dot (AVX2)", "the avx2 mix limit)", "in 3 rounds of 2 tokens, each after its own bandwidth probe"} {
+		"Q8_0 dot (AVX2)", "the avx2 mix limit)", "in 3 rounds of 2 tokens, each after its own bandwidth probe",
+		"in 2 rounds, each between int8 dot probes"} {
 		require.Contains(t, out.String(), want)
 	}
 	files, err := filepath.Glob(filepath.Join(dir, harness.RooflineTable, "model=DS4-tiny", "date=*", "*.parquet"))
@@ -49,6 +50,11 @@ func TestRooflineTiny(t *testing.T) {
 	require.Positive(t, tot.DecodeRoundFractionMin)
 	require.True(t, tot.DecodeRoundFractionMin <= tot.DecodeRoundFraction && tot.DecodeRoundFraction <= tot.DecodeRoundFractionMax, "%+v", tot)
 	require.Positive(t, tot.DecodeRoundReadGBsMin)
+	require.Equal(t, int64(2), tot.PrefillRounds)
+	require.Positive(t, tot.PrefillRoundFractionMin)
+	require.True(t, tot.PrefillRoundFractionMin <= tot.PrefillRoundFraction && tot.PrefillRoundFraction <= tot.PrefillRoundFractionMax, "%+v", tot)
+	require.Positive(t, tot.PrefillRoundFractionMix)
+	require.Positive(t, tot.PrefillRoundInt8GopsAllMin)
 
 	files, err = filepath.Glob(filepath.Join(dir, harness.RooflineKernelTable, "model=DS4-tiny", "date=*", "*.parquet"))
 	require.NoError(t, err)
@@ -103,6 +109,8 @@ func TestRooflineUsage(t *testing.T) {
 		{[]string{"roofline", "--no-speed", "--ops"}, "--ops times the decode steps"},
 		{[]string{"roofline", "--no-speed", "--rounds", "2"}, "--rounds decodes"},
 		{[]string{"roofline", "--rounds", "-1"}, "--rounds must not be negative"},
+		{[]string{"roofline", "--no-speed", "--prefill-rounds", "2"}, "--prefill-rounds prefills"},
+		{[]string{"roofline", "--prefill-rounds", "-1"}, "--prefill-rounds must not be negative"},
 		{[]string{"roofline", "--bogus"}, "unknown flag"},
 	} {
 		var out, errOut bytes.Buffer
