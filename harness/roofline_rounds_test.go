@@ -35,14 +35,21 @@ func TestRoundFractions(t *testing.T) {
 	}
 }
 
-// TestMeasureDecodeRounds runs three rounds on the tiny model and joins
-// them into roofline rows that round-trip through Parquet.
-func TestMeasureDecodeRounds(t *testing.T) {
+// roundsSetup returns the tiny model, a two-worker CPU backend closed at
+// the test's end and small probe settings for the rounds' tests.
+func roundsSetup(t *testing.T) (*engine.Model, *cpu.Backend, MachineConfig) {
+	t.Helper()
 	m, err := engine.OpenTiny()
 	require.NoError(t, err)
 	be := cpu.New(2)
-	defer be.Close()
-	cfg := MachineConfig{BufferBytes: 8 << 20, Threads: 2, MinTime: 10 * time.Millisecond}
+	t.Cleanup(be.Close)
+	return m, be, MachineConfig{BufferBytes: 8 << 20, Threads: 2, MinTime: 10 * time.Millisecond}
+}
+
+// TestMeasureDecodeRounds runs three rounds on the tiny model and joins
+// them into roofline rows that round-trip through Parquet.
+func TestMeasureDecodeRounds(t *testing.T) {
+	m, be, cfg := roundsSetup(t)
 	var ticks int
 	rounds, err := MeasureDecodeRounds(context.Background(), m, be, cfg, 8, 2, 3, func(n int) { ticks += n })
 	require.NoError(t, err)
@@ -112,11 +119,7 @@ func TestSummarizePrefillRounds(t *testing.T) {
 // TestMeasurePrefillRounds runs three rounds on the tiny model and joins
 // them into roofline rows that round-trip through Parquet.
 func TestMeasurePrefillRounds(t *testing.T) {
-	m, err := engine.OpenTiny()
-	require.NoError(t, err)
-	be := cpu.New(2)
-	defer be.Close()
-	cfg := MachineConfig{BufferBytes: 8 << 20, Threads: 2, MinTime: 10 * time.Millisecond}
+	m, be, cfg := roundsSetup(t)
 	var ticks int
 	rounds, err := MeasurePrefillRounds(context.Background(), m, be, cfg, 8, 3, func(n int) { ticks += n })
 	require.NoError(t, err)

@@ -14,7 +14,6 @@ import (
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/harness"
-	"github.com/ds4-go/ds4/progress"
 )
 
 const extrapolateUsage = `Usage: ds4-bench extrapolate -m SMALL -m LARGE [--layers N] [options]
@@ -127,12 +126,7 @@ func runExtrapolate(ctx context.Context, args []string, stdout, stderr io.Writer
 			defer unlock()
 		}
 	}
-	var bar *progress.Bar
-	tick := func(int) {}
-	if !*noProgress {
-		bar = progress.New(stderr, "ds4-bench: slices' prefill+decode", int64(2**pairs*(2**prefill+*decode+4)), " tok")
-		tick = func(n int) { bar.Add(int64(n)) }
-	}
+	tick, finish := tokenBar(stderr, *noProgress, "ds4-bench: slices' prefill+decode", 2**pairs*(2**prefill+*decode+4))
 	var runs [2][]harness.Speed
 	for p := range *pairs {
 		// Each pair runs the slices in the other order than the last, so
@@ -141,17 +135,13 @@ func runExtrapolate(ctx context.Context, args []string, stdout, stderr io.Writer
 			i := k ^ p&1
 			sp, err := harness.MeasureSpeed(ctx, ms[i], be, *prefill, *decode, tick)
 			if err != nil {
-				if bar != nil {
-					bar.Finish()
-				}
+				finish()
 				return fmt.Errorf("%s: %w", paths[i], err)
 			}
 			runs[i] = append(runs[i], sp)
 		}
 	}
-	if bar != nil {
-		bar.Finish()
-	}
+	finish()
 	if err := harness.ReprobeRead(ctx, probeCfg, &mc, step); err != nil {
 		return err
 	}

@@ -138,16 +138,9 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		defer unlock()
 	}
 	if !*noSpeed {
-		var bar *progress.Bar
-		tick := func(int) {}
-		if !*noProgress {
-			bar = progress.New(stderr, "ds4-bench: prefill+decode", int64(2**prefill+*decode+4), " tok")
-			tick = func(n int) { bar.Add(int64(n)) }
-		}
+		tick, finish := tokenBar(stderr, *noProgress, "ds4-bench: prefill+decode", 2**prefill+*decode+4)
 		sp, err = harness.MeasureSpeed(ctx, m, be, *prefill, *decode, tick)
-		if bar != nil {
-			bar.Finish()
-		}
+		finish()
 		if err != nil {
 			return err
 		}
@@ -165,16 +158,9 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var dr []harness.DecodeRound
 	if !*noSpeed && *rounds > 0 {
 		step(fmt.Sprintf("the read bandwidth before each of %d decode rounds", *rounds))
-		var bar *progress.Bar
-		tick := func(int) {}
-		if !*noProgress {
-			bar = progress.New(stderr, "ds4-bench: decode rounds", int64(*rounds*(*decode+4)), " tok")
-			tick = func(n int) { bar.Add(int64(n)) }
-		}
+		tick, finish := tokenBar(stderr, *noProgress, "ds4-bench: decode rounds", *rounds*(*decode+4))
 		dr, err = harness.MeasureDecodeRounds(ctx, m, be, probeCfg, *prefill, *decode, *rounds, tick)
-		if bar != nil {
-			bar.Finish()
-		}
+		finish()
 		if err != nil {
 			return err
 		}
@@ -182,16 +168,9 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var pr []harness.PrefillRound
 	if !*noSpeed && *prefillRounds > 0 {
 		step(fmt.Sprintf("the int8 dot peaks around each of %d prefill rounds", *prefillRounds))
-		var bar *progress.Bar
-		tick := func(int) {}
-		if !*noProgress {
-			bar = progress.New(stderr, "ds4-bench: prefill rounds", int64((*prefillRounds+1)**prefill), " tok")
-			tick = func(n int) { bar.Add(int64(n)) }
-		}
+		tick, finish := tokenBar(stderr, *noProgress, "ds4-bench: prefill rounds", (*prefillRounds+1)**prefill)
 		pr, err = harness.MeasurePrefillRounds(ctx, m, be, probeCfg, *prefill, *prefillRounds, tick)
-		if bar != nil {
-			bar.Finish()
-		}
+		finish()
 		if err != nil {
 			return err
 		}
@@ -240,6 +219,16 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	return nil
+}
+
+// tokenBar returns a progress bar's tick, which counts tokens towards
+// total, and its finish; with quiet both do nothing.
+func tokenBar(stderr io.Writer, quiet bool, label string, total int) (tick func(n int), finish func()) {
+	if quiet {
+		return func(int) {}, func() {}
+	}
+	bar := progress.New(stderr, label, int64(total), " tok")
+	return func(n int) { bar.Add(int64(n)) }, bar.Finish
 }
 
 // probeFlags are the machine probes' options, which roofline and
