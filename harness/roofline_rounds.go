@@ -178,7 +178,8 @@ func MeasurePrefillRounds(ctx context.Context, m *engine.Model, be backends.Back
 	one.Trials = 1
 	peaks := func() (Machine, error) {
 		var mc Machine
-		return mc, runProbes(ctx, one, dotProbes(one, &mc, false), nil)
+		err := runProbes(ctx, one, dotProbes(one, &mc, false), nil)
+		return mc, err
 	}
 	before, err := peaks()
 	if err != nil {

@@ -38,9 +38,10 @@ arithmetic peaks are probed again after the model ran and the best
 figures kept, since a shared machine's figures move. For the same reason
 decode is also measured in rounds that each follow their own bandwidth
 probe (--rounds): their median fraction of the speed of light is taken
-at the bandwidth of each round's moment; and prefill in rounds between runs of the int8 dot probes
-(--prefill-rounds), whose median fraction of the compute limit is taken
-at the better of the peaks probed just before and after each round.
+at the bandwidth of each round's moment. Prefill is measured in rounds
+too, between runs of the int8 dot probes (--prefill-rounds): their
+median fraction of the compute limit is taken at the better of the
+peaks probed just before and just after each round.
 
 Options:
 `
