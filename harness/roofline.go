@@ -563,8 +563,8 @@ type RooflineRecord struct {
 	PrefillFractionVNNI  float64 `parquet:"prefill_fraction_vnni"`
 	DecodeKernelFraction float64 `parquet:"decode_kernel_fraction"` // decode rate over KernelLimitTPS
 	// The decode rounds (MeasureDecodeRounds), each round's fraction of
-	// the speed of light taken at the bandwidth probed just before it;
-	// zero where none ran.
+	// the speed of light taken at the better of the bandwidths probed just
+	// before and just after it; zero where none ran.
 	DecodeRounds           int64   `parquet:"decode_rounds"`
 	DecodeRoundFraction    float64 `parquet:"decode_round_fraction"` // the median round's
 	DecodeRoundFractionMin float64 `parquet:"decode_round_fraction_min"`

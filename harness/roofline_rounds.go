@@ -13,7 +13,7 @@ import (
 )
 
 // DecodeRound is one round of MeasureDecodeRounds: the all-threads read
-// bandwidth probed just before it and the decode rate of its steps.
+// bandwidth probed around it and the decode rate of its steps.
 type DecodeRound struct {
 	ReadGBs   float64
 	DecodeTPS float64
@@ -29,14 +29,18 @@ func (r DecodeRound) Fraction(bytes int64) float64 {
 }
 
 // MeasureDecodeRounds prefills prefill tokens in a fresh session, then
-// runs rounds rounds: a probe of the all-threads read bandwidth that lasts
-// at least cfg.MinTime, speedWarmup untimed decode steps and steps timed
-// ones; tick, when not nil, is called after each step.
+// runs rounds rounds of speedWarmup untimed decode steps and steps timed
+// ones, with a probe of the all-threads read bandwidth lasting at least
+// cfg.MinTime before the first round and after each; tick, when not nil,
+// is called after each step. A round's bandwidth is the better of the
+// probes just before and just after it.
 //
 // The bandwidth of a shared machine drifts by tens of percent within
-// minutes, and a probe and the steps that follow it see the same
-// neighbours: each round's fraction of the speed of light is taken
-// against the bandwidth of its own moment.
+// minutes, and a probe and the steps next to it see the same neighbours:
+// each round's fraction of the speed of light is taken against the
+// bandwidth of its own moment. Taking the better of the two probes around
+// it keeps a dip that one probe saw and the steps did not from inflating
+// the round's fraction.
 func MeasureDecodeRounds(ctx context.Context, m *engine.Model, be backends.Backend, cfg MachineConfig, prefill, steps, rounds int, tick func(n int)) ([]DecodeRound, error) {
 	if prefill <= 0 || steps <= 0 || rounds <= 0 {
 		return nil, errors.New("harness: decode rounds: prefill, step and round counts must be positive")
@@ -50,10 +54,13 @@ func MeasureDecodeRounds(ctx context.Context, m *engine.Model, be backends.Backe
 		return nil, err
 	}
 	buf := probeBuffer(cfg)
+	probe := func() float64 {
+		bytes, el := readProbe(buf, cfg.Threads, cfg.MinTime)
+		return bytes / el.Seconds() / 1e9
+	}
+	before := probe()
 	out := make([]DecodeRound, rounds)
 	for i := range out {
-		bytes, el := readProbe(buf, cfg.Threads, cfg.MinTime)
-		out[i].ReadGBs = bytes / el.Seconds() / 1e9
 		// As in MeasureSpeed, untimed steps come first: the probe's
 		// gigabyte has pushed the session's own buffers out of the caches.
 		lo := prefill + i*per
@@ -64,7 +71,10 @@ func MeasureDecodeRounds(ctx context.Context, m *engine.Model, be backends.Backe
 		if err := decodeAll(ctx, s, toks[lo+speedWarmup:lo+per], tick, "decode rounds"); err != nil {
 			return nil, err
 		}
-		out[i].DecodeTPS = float64(steps) / time.Since(start).Seconds()
+		tps := float64(steps) / time.Since(start).Seconds()
+		after := probe()
+		out[i] = DecodeRound{ReadGBs: max(before, after), DecodeTPS: tps}
+		before = after
 	}
 	return out, nil
 }

@@ -36,12 +36,12 @@ kernel is slower than memory bounds decode below the speed of light,
 and the decode kernel limit sums those bounds. The bandwidth and the
 arithmetic peaks are probed again after the model ran and the best
 figures kept, since a shared machine's figures move. For the same reason
-decode is also measured in rounds that each follow their own bandwidth
-probe (--rounds): their median fraction of the speed of light is taken
-at the bandwidth of each round's moment. Prefill is measured in rounds
-too, between runs of the int8 dot probes (--prefill-rounds): their
-median fraction of the compute limit is taken at the better of the
-peaks probed just before and just after each round.
+decode is also measured in rounds between bandwidth probes (--rounds):
+their median fraction of the speed of light is taken at the better of
+the bandwidths probed just before and just after each round; and
+prefill in rounds between runs of the int8 dot probes
+(--prefill-rounds), whose median fraction of the compute limit is taken
+likewise at the better of the peaks around each round.
 
 Options:
 `
@@ -56,7 +56,7 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	prefill := fs.Int("prefill", 64, "prompt tokens prefilled to measure prefill speed")
 	decode := fs.Int("decode", 16, "tokens decoded after the prefill (and 4 untimed ones) to measure decode speed")
 	noSpeed := fs.Bool("no-speed", false, "skip measuring the model's speed")
-	rounds := fs.Int("rounds", 5, "decode rounds of --decode tokens, each right after its own bandwidth probe (0: none)")
+	rounds := fs.Int("rounds", 5, "decode rounds of --decode tokens, each between two bandwidth probes (0: none)")
 	prefillRounds := fs.Int("prefill-rounds", 3, "prefill rounds of --prefill tokens, each between two runs of the int8 dot probes (0: none)")
 	opsFlag := fs.Bool("ops", false, "also time each matrix product of the decode steps and print where a step's time goes")
 	lock := fs.Bool("lock", true, "pin the weights in memory (mlock) while measuring the model's speed")
@@ -158,7 +158,7 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	var dr []harness.DecodeRound
 	if !*noSpeed && *rounds > 0 {
-		step(fmt.Sprintf("the read bandwidth before each of %d decode rounds", *rounds))
+		step(fmt.Sprintf("the read bandwidth around each of %d decode rounds", *rounds))
 		tick, finish := tokenBar(stderr, *noProgress, "ds4-bench: decode rounds", *rounds*(*decode+4))
 		dr, err = harness.MeasureDecodeRounds(ctx, m, be, probeCfg, *prefill, *decode, *rounds, tick)
 		finish()
@@ -408,7 +408,7 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 		}
 		fmt.Fprintln(w)
 		if r.DecodeRounds > 0 {
-			fmt.Fprintf(w, "          in %d rounds of %d tokens, each after its own bandwidth probe: %.3f of the speed of light (median; %.3f–%.3f at %.2f–%.2f GB/s)\n",
+			fmt.Fprintf(w, "          in %d rounds of %d tokens, each between bandwidth probes: %.3f of the speed of light (median; %.3f–%.3f at %.2f–%.2f GB/s)\n",
 				r.DecodeRounds, r.DecodeTokens, r.DecodeRoundFraction, r.DecodeRoundFractionMin, r.DecodeRoundFractionMax, r.DecodeRoundReadGBsMin, r.DecodeRoundReadGBsMax)
 		}
 		switch {

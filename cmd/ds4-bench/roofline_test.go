@@ -24,7 +24,7 @@ func TestRooflineTiny(t *testing.T) {
 		"--prefill", "4", "--decode", "2", "-t", "2", "--parquet", dir, "--no-progress", "--rounds", "3", "--prefill-rounds", "2"}, &out, &errOut)
 	require.Equal(t, 0, code, errOut.String())
 	for _, want := range []string{"read bandwidth", "int8 dot", "dot kernels", "decode kernel limit", "decode speed of light", "of the speed of light", "of the kernel limit", "of the compute limit",
-		"Q8_0 dot (AVX2)", "the avx2 mix limit)", "in 3 rounds of 2 tokens, each after its own bandwidth probe",
+		"Q8_0 dot (AVX2)", "the avx2 mix limit)", "in 3 rounds of 2 tokens, each between bandwidth probes",
 		"in 2 rounds, each between int8 dot probes"} {
 		require.Contains(t, out.String(), want)
 	}
