@@ -41,9 +41,10 @@
 // 0.87×; codes packed without the XOR 0.99–1.01×; and a tile of int16
 // pairs (w sign-extended by the pack, two VPMADDWD and two VPADDD per four
 // codes, no sign step, the same bits) 0.92–0.98×. Nor is it the cache:
-// on rows of 256 to 8192 elements (a tile half of 9 to 290 KB, 8 and 64
-// tokens) the kernels ran 55 to 94 Gop/s, fastest on the longest rows, so
-// cutting the rows into lengths whose tile half stays in L1 would not help.
+// on rows of 256 to 8192 elements (a tile of 4.6 to 147 KB, every line of
+// which a half's pass reads; 8 and 64 tokens) the kernels ran 55 to 94
+// Gop/s, fastest on the longest rows, so cutting the rows into lengths
+// whose tile stays in L1 would not help.
 
 // Register use: SI points at the current packed block's half (codes at
 // 64k, scales at 512), DI at token 0's current activation block, R8 and
