@@ -62,6 +62,10 @@ type Session struct {
 	chunk  int       // tokens per prefill chunk (PrefillChunk; benchmarks vary it)
 	tw     tokenWork // the per-token steps' parallel job (tokens.go)
 	layer  func()    // SetLayerHook's function, or nil
+	// epoch counts the times the state was replaced rather than extended
+	// (Reset, Restore, Rewind, a payload read), which voids earlier
+	// checkpoints.
+	epoch int
 
 	// observeSteer, when set (by tests), sees each sublayer output row
 	// before and after a steering edit.
@@ -125,6 +129,7 @@ func (s *Session) resetStates() {
 		fill(st.issc, negInf)
 	}
 	s.tokens = s.tokens[:0]
+	s.epoch++
 }
 
 // Reset empties the session.

@@ -43,6 +43,7 @@ func (s *Session) Restore(snap *Snapshot) error {
 		return errors.New("engine: snapshot is from another model or context size")
 	}
 	s.tokens = append(s.tokens[:0], snap.tokens...)
+	s.epoch++
 	copy(s.logits, snap.logits)
 	for i := range s.layers {
 		dst, src := &s.layers[i], &snap.layers[i]
