@@ -12,7 +12,8 @@
 // /think, /think-max, /nothink, /ctx N, /read FILE, /quit and /exit; a
 // line holding only """ starts a multi-line message that a second such
 // line sends. Ctrl+C stops an answer (one stopped before its first token
-// is forgotten) and Ctrl+D leaves. On a terminal the line is editable,
+// is forgotten, the session rewound to before it where upstream starts
+// over) and Ctrl+D leaves. On a terminal the line is editable,
 // with the history of ~/.ds4_history (the last 512 lines, saved after
 // each one).
 //

@@ -69,6 +69,7 @@ type repl struct {
 	be      *cpu.Backend
 	tok     *tokenizer.Tokenizer
 	s       *engine.Session
+	cp      engine.Checkpoint // the session before the current turn's prefill
 	sampler *sample.Sampler
 	stdout  io.Writer
 	stderr  io.Writer
@@ -208,6 +209,7 @@ func (r *repl) command(line string) bool {
 			return false
 		}
 		r.s, r.g.ctx = s, n
+		r.cp = engine.Checkpoint{} // it would keep the old session alive
 		r.applyPrefix()
 		if r.mode == prompt.ThinkMax && !r.hasPrefix {
 			fmt.Fprintf(r.stderr, "ds4: warning: /ctx needs --ctx >= %d for Think Max; ctx=%d uses normal thinking instead\n", prompt.MaxThinkContext, n)
@@ -285,7 +287,6 @@ func (r *repl) turn(text string) {
 	interrupted, err := r.sync(think)
 	if err != nil {
 		r.transcript = r.transcript[:mark]
-		r.s.Reset()
 		fmt.Fprintf(r.stderr, "ds4: %v\n", err)
 		r.trace.event("end turn=%d generated=0 stop=error", r.turns)
 		return
@@ -327,7 +328,7 @@ func (r *repl) turn(text string) {
 	r.trace.event("end turn=%d generated=%d stop=%s", r.turns, n, stop)
 	if interrupted && n == 0 {
 		r.transcript = r.transcript[:mark]
-		r.s.Reset()
+		r.rewind()
 		fmt.Fprintln(r.stderr, "ds4: interrupted")
 		return
 	}
@@ -341,7 +342,8 @@ func (r *repl) turn(text string) {
 
 // sync brings the session up to the transcript, reusing the evaluated
 // tokens when they are a prefix of it and starting over otherwise. Ctrl+C
-// stops it between prefill steps; it then reports true.
+// stops it between prefill steps; it then reports true, and rewind takes
+// the session back to where it was. Errors leave the session as it was.
 func (r *repl) sync(think prompt.Think) (bool, error) {
 	if len(r.transcript) >= r.s.Context() {
 		return false, fmt.Errorf("the conversation (%d tokens) does not fit in the %d-token context", len(r.transcript), r.s.Context())
@@ -360,11 +362,26 @@ func (r *repl) sync(think prompt.Think) (bool, error) {
 	fmt.Fprintf(r.stderr, "ds4: prefill %d tokens (reused %d)\n", len(suffix), reused)
 	r.trace.event("prefill turn=%d transcript=%d cached=%d suffix=%d think=%s", r.turns, len(r.transcript), reused, len(suffix), think)
 	r.trace.tokens("prefill_suffix", reused, suffix)
+	r.s.Checkpoint(&r.cp)
 	start := time.Now()
 	stopped, err := prefill(r.s, r.m.Params.Layers, suffix, r.stderr, r.interrupted)
 	r.prefillTime += time.Since(start)
 	r.prefillTokens += r.s.Pos() - reused
+	if err != nil {
+		r.rewind()
+	}
 	return stopped, err
+}
+
+// rewind takes the session back to where it was before the current
+// turn's prefill, so that a turn forgotten after it started costs the
+// next turn nothing.
+func (r *repl) rewind() {
+	if err := r.s.Rewind(&r.cp); err != nil {
+		// sync always records the checkpoint first; were it missing,
+		// an empty session would still be correct, only slower.
+		r.s.Reset()
+	}
 }
 
 // stats prints the prefill and generation speeds of the whole chat.

@@ -153,10 +153,41 @@ func TestREPLInterruptRollsBack(t *testing.T) {
 	require.Contains(t, errOut, "ds4: interrupted\n")
 	ts := prefills(t, errOut)
 	require.Len(t, ts, 3, errOut)
-	// Turn 2 left no trace: the session was invalidated and turn 3 is
-	// evaluated from the start after turn 1.
-	require.Equal(t, 0, ts[2].reused)
-	require.Equal(t, ts[0].prefill+ts[0].generated+1+1+bpe(t, "third")+2, ts[2].prefill)
+	// Turn 2 left no trace: the session went back to where turn 1 left
+	// it, and turn 3 prefills only its own message after turn 1's EOS.
+	require.Equal(t, ts[0].prefill+ts[0].generated, ts[2].reused)
+	require.Equal(t, 1+1+bpe(t, "third")+2, ts[2].prefill)
+}
+
+// TestREPLRejectedTurnKeepsPrefix sends a turn the chat refuses between
+// two turns: the refused turn must leave the session as it was, so the
+// next turn reuses everything turn 1 evaluated, and the engine evaluates
+// no token of turn 1 again.
+func TestREPLRejectedTurnKeepsPrefix(t *testing.T) {
+	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 60) // over 512 tokens
+	for _, tc := range []struct {
+		name, input, wantErr string
+	}{
+		{"/read too large", "/read long.txt", "does not fit in the 512-token context"},
+		{"message too large", long, "does not fit in the 512-token context"},
+		{"/ctx refused", "/ctx 100000000", "ds4: /ctx: engine: context 100000000 exceeds the model's"},
+		{"/ctx malformed", "/ctx 12x", "ds4: /ctx needs a positive integer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Chdir(t.TempDir())
+			require.NoError(t, os.WriteFile("long.txt", []byte(long), 0o644))
+			c := &evalCounter{}
+			h := defaultHooks()
+			h.experts = c
+			_, errOut := runREPLHooks(t, h, "hello\n"+tc.input+"\nafter\n", "--nothink")
+			require.Contains(t, errOut, tc.wantErr)
+			ts := prefills(t, errOut)
+			require.Len(t, ts, 2, errOut)
+			require.Equal(t, ts[0].prefill+ts[0].generated, ts[1].reused, errOut)
+			require.Equal(t, 1+1+bpe(t, "after")+2, ts[1].prefill)
+			require.Equal(t, ts[0].prefill+ts[1].prefill+ts[0].generated+ts[1].generated, c.tokens(), "tokens evaluated")
+		})
+	}
 }
 
 func TestREPLEmptyPrompt(t *testing.T) {
@@ -230,7 +261,7 @@ func TestREPLNoRePrefill(t *testing.T) {
 
 // TestREPLInterruptDuringPrefill presses Ctrl+C while a long message is
 // being prefilled: the prefill stops at the next step, the turn is
-// forgotten, and the next turn starts the session over.
+// forgotten, and the next turn goes on from where turn 1 left the session.
 func TestREPLInterruptDuringPrefill(t *testing.T) {
 	t.Chdir(t.TempDir())
 	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 360)
@@ -257,10 +288,10 @@ func TestREPLInterruptDuringPrefill(t *testing.T) {
 	ts := prefills(t, errOut)
 	require.Len(t, ts, 3, errOut)
 	require.Greater(t, ts[1].prefill, 3*prefillStep, "the long turn spans several steps")
-	// Turn 2 stopped after its second step; turn 3 starts over from the
-	// transcript of turn 1.
-	require.Equal(t, 0, ts[2].reused)
-	require.Equal(t, ts[0].prefill+ts[0].generated+1+1+bpe(t, "after")+2, ts[2].prefill)
+	// Turn 2 stopped after its second step; turn 3 reuses all of turn 1
+	// and prefills only its own message.
+	require.Equal(t, ts[0].prefill+ts[0].generated, ts[2].reused)
+	require.Equal(t, 1+1+bpe(t, "after")+2, ts[2].prefill)
 	require.Equal(t, first+2*prefillStep+ts[2].prefill+3, c.tokens())
 }
 
