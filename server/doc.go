@@ -54,6 +54,11 @@
 //     the EOS that closed the turn enters the KV with the next suffix
 //     (spec §13.1 "EOS gap", fixed);
 //   - the last sampled token is evaluated after the response is sent;
+//   - a thinking turn that ends before "</think>" (max_tokens, EOS, a stop
+//     sequence) is reasoning in every response, streamed or not: chat
+//     reasoning_content with empty content, an Anthropic thinking block,
+//     an incomplete Responses reasoning item (upstream returns it as
+//     content when not streaming);
 //   - Chat Completions logprobs (logprobs, top_logprobs ≤ 20) cover every
 //     generated token, reasoning and tool-call tokens included, computed
 //     from the unscaled logits, and are not available when streaming

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"math"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/ds4-go/ds4/engine/dsml"
+	"github.com/ds4-go/ds4/engine/prompt"
 	"github.com/ds4-go/ds4/engine/sample"
 )
 
@@ -498,6 +500,15 @@ func (g *gen) itemStatus() string {
 	return "completed"
 }
 
+// reasoningStatus is the status of the reasoning item: completed once
+// the model closed its reasoning, whatever ended the turn.
+func (g *gen) reasoningStatus() string {
+	if bytes.Contains(g.raw, []byte(prompt.ThinkClose)) {
+		return "completed"
+	}
+	return "incomplete"
+}
+
 func (e *responsesEmitter) reasoningItem(status, text string) ordered {
 	summary := []ordered{}
 	if text != "" {
@@ -563,7 +574,7 @@ func (e *responsesEmitter) end(g *gen, res *result) {
 	var output []ordered
 	if !g.r.stream {
 		if res.Reasoning != "" && g.r.summaries {
-			output = append(output, e.reasoningItem(status, res.Reasoning))
+			output = append(output, e.reasoningItem(g.reasoningStatus(), res.Reasoning))
 		}
 		if res.Content != "" {
 			output = append(output, e.messageItem(status, res.Content))
@@ -576,10 +587,7 @@ func (e *responsesEmitter) end(g *gen, res *result) {
 	}
 	if e.rsOpen {
 		text := e.reasoning.String()
-		rsStatus := "incomplete"
-		if strings.Contains(string(g.raw), "</think>") {
-			rsStatus = "completed"
-		}
+		rsStatus := g.reasoningStatus()
 		e.send(g, "response.reasoning_summary_text.done", ordered{
 			{"item_id", e.rsID}, {"output_index", e.rsIndex}, {"summary_index", 0}, {"text", text},
 		})

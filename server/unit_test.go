@@ -243,7 +243,7 @@ func TestStopSequenceStreaming(t *testing.T) {
 }
 
 func TestThinkingBindingReusesKV(t *testing.T) {
-	ts, sess := scriptServer(t, nil, "hidden reasoning</think>Paris.", "Rome.")
+	ts, sess := scriptServer(t, nil, "hidden reasoning</think>Paris.", "Italy.</think>Rome.")
 	status, _, body := post(t, ts.url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"Capital of France?"}]}`)
 	if status != 200 || !strings.Contains(body, `"content":"Paris.","reasoning_content":"hidden reasoning"`) {
 		t.Fatal(status, body)

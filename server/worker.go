@@ -550,6 +550,11 @@ func (g *gen) result() *result {
 	if opened && !g.tracker.Closed() && g.finish != "error" {
 		g.finish, g.errMsg = "error", "unterminated tool call"
 	}
+	if g.thinking && !strings.Contains(text, prompt.ThinkClose) {
+		// Reasoning the turn never closed is still reasoning, as the
+		// stream sent it (upstream returns it as content).
+		return &result{Result: dsml.Result{Reasoning: strings.TrimPrefix(text, prompt.ThinkOpen)}}
+	}
 	res, err := dsml.Parse(text, g.thinking)
 	out := &result{Result: res, parseErr: err}
 	if err != nil {

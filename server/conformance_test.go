@@ -1,0 +1,194 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// Conformance tests: the same request gives the same answer streamed and
+// not, and fields carry the values the official APIs define.
+
+// split is a turn as a client sees it: reasoning, visible text and how it
+// ended.
+type split struct {
+	reasoning, content, finish string
+}
+
+// extraString decodes an SDK extra field holding a JSON string.
+func extraString(raw string) string {
+	var s string
+	json.Unmarshal([]byte(raw), &s)
+	return s
+}
+
+// chatSplit runs a chat request with the OpenAI SDK, streamed or not.
+func chatSplit(t *testing.T, c openai.Client, p openai.ChatCompletionNewParams, stream bool) split {
+	t.Helper()
+	ctx := context.Background()
+	if !stream {
+		resp, err := c.Chat.Completions.New(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := resp.Choices[0]
+		return split{extraString(ch.Message.JSON.ExtraFields["reasoning_content"].Raw()), ch.Message.Content, string(ch.FinishReason)}
+	}
+	s := c.Chat.Completions.NewStreaming(ctx, p)
+	var out split
+	for s.Next() {
+		ch := s.Current()
+		if len(ch.Choices) == 0 {
+			continue
+		}
+		d := ch.Choices[0].Delta
+		out.reasoning += extraString(d.JSON.ExtraFields["reasoning_content"].Raw())
+		out.content += d.Content
+		if f := ch.Choices[0].FinishReason; f != "" {
+			out.finish = string(f)
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// messagesSplit runs an Anthropic request with the Anthropic SDK, streamed
+// or not; the block types are part of the reasoning field.
+func messagesSplit(t *testing.T, c anthropic.Client, p anthropic.MessageNewParams, stream bool) split {
+	t.Helper()
+	ctx := context.Background()
+	var msg anthropic.Message
+	if !stream {
+		m, err := c.Messages.New(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg = *m
+	} else {
+		s := c.Messages.NewStreaming(ctx, p)
+		for s.Next() {
+			if err := msg.Accumulate(s.Current()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out split
+	var types []string
+	for _, b := range msg.Content {
+		types = append(types, b.Type)
+		out.reasoning += b.Thinking
+		out.content += b.Text
+	}
+	out.finish = string(msg.StopReason) + " " + strings.Join(types, ",")
+	return out
+}
+
+// responsesSplit runs a Responses request with the OpenAI SDK, streamed or
+// not, and reads the final response object; the reasoning item's status
+// is part of the finish field.
+func responsesSplit(t *testing.T, c openai.Client, p responses.ResponseNewParams, stream bool) split {
+	t.Helper()
+	ctx := context.Background()
+	var resp responses.Response
+	if !stream {
+		r, err := c.Responses.New(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp = *r
+	} else {
+		s := c.Responses.NewStreaming(ctx, p)
+		for s.Next() {
+			switch ev := s.Current(); ev.Type {
+			case "response.completed", "response.incomplete", "response.failed":
+				resp = ev.Response
+			}
+		}
+		if err := s.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := split{content: resp.OutputText(), finish: string(resp.Status)}
+	for _, it := range resp.Output {
+		if it.Type == "reasoning" {
+			for _, s := range it.Summary {
+				out.reasoning += s.Text
+			}
+			out.finish += " reasoning:" + string(it.Status)
+		}
+	}
+	return out
+}
+
+// TestReasoningSplitStreamedAndNot checks that a turn that ends inside its
+// reasoning (by max_tokens or by EOS before "</think>") is reasoning both
+// streamed and not, on every API with a reasoning channel.
+func TestReasoningSplitStreamedAndNot(t *testing.T) {
+	const script = "Let us weigh the options carefully before answering"
+	cases := []struct {
+		name      string
+		maxTokens int64
+		finish    map[string]string // per API: the finish field wanted
+	}{
+		{"max_tokens", 4, map[string]string{
+			"chat":      "length",
+			"messages":  "max_tokens thinking,text",
+			"responses": "incomplete reasoning:incomplete",
+		}},
+		{"eos", 200, map[string]string{
+			"chat":      "stop",
+			"messages":  "end_turn thinking,text",
+			"responses": "completed reasoning:incomplete",
+		}},
+	}
+	for _, c := range cases {
+		for _, a := range []string{"chat", "messages", "responses"} {
+			t.Run(c.name+"/"+a, func(t *testing.T) {
+				ts, _ := scriptServer(t, nil, script, script)
+				var got [2]split
+				for i, stream := range []bool{false, true} {
+					switch a {
+					case "chat":
+						got[i] = chatSplit(t, openaiClient(ts), openai.ChatCompletionNewParams{
+							Model:     "deepseek-v4-flash",
+							Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Choose.")},
+							MaxTokens: openai.Int(c.maxTokens),
+						}, stream)
+					case "messages":
+						got[i] = messagesSplit(t, anthropicClient(ts), anthropic.MessageNewParams{
+							Model:     "deepseek-v4-flash",
+							MaxTokens: c.maxTokens,
+							Messages:  []anthropic.MessageParam{userText("Choose.")},
+						}, stream)
+					case "responses":
+						got[i] = responsesSplit(t, openaiClient(ts), responses.ResponseNewParams{
+							Model:           "deepseek-v4-flash",
+							Input:           responses.ResponseNewParamsInputUnion{OfString: openai.String("Choose.")},
+							MaxOutputTokens: openai.Int(c.maxTokens),
+							Reasoning:       shared.ReasoningParam{Summary: shared.ReasoningSummary("auto")},
+						}, stream)
+					}
+				}
+				if got[0] != got[1] {
+					t.Errorf("non-streamed %+v\n    streamed %+v", got[0], got[1])
+				}
+				for i, g := range got {
+					if g.reasoning == "" || !strings.HasPrefix(script, g.reasoning) || g.content != "" || g.finish != c.finish[a] {
+						t.Errorf("stream=%v: %+v, want reasoning, no content, finish %q", i == 1, g, c.finish[a])
+					}
+				}
+			})
+		}
+	}
+}
