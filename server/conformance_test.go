@@ -192,3 +192,39 @@ func TestReasoningSplitStreamedAndNot(t *testing.T) {
 		}
 	}
 }
+
+// TestResponsesIncompleteReason checks the reason of a Responses turn cut
+// by max_output_tokens, streamed and not.
+func TestResponsesIncompleteReason(t *testing.T) {
+	ts, _ := scriptServer(t, nil, "one two three four five", "one two three four five")
+	c := openaiClient(ts)
+	p := responses.ResponseNewParams{
+		Model:           "deepseek-v4-flash",
+		Input:           responses.ResponseNewParamsInputUnion{OfString: openai.String("Count.")},
+		MaxOutputTokens: openai.Int(2),
+		Reasoning:       shared.ReasoningParam{Effort: shared.ReasoningEffort("none")},
+	}
+	for _, stream := range []bool{false, true} {
+		var resp responses.Response
+		if !stream {
+			r, err := c.Responses.New(context.Background(), p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp = *r
+		} else {
+			s := c.Responses.NewStreaming(context.Background(), p)
+			for s.Next() {
+				if ev := s.Current(); ev.Type == "response.incomplete" {
+					resp = ev.Response
+				}
+			}
+			if err := s.Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if resp.Status != "incomplete" || resp.IncompleteDetails.Reason != "max_output_tokens" {
+			t.Errorf("stream=%v: %s", stream, resp.RawJSON())
+		}
+	}
+}

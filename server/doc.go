@@ -54,6 +54,8 @@
 //     the EOS that closed the turn enters the KV with the next suffix
 //     (spec §13.1 "EOS gap", fixed);
 //   - the last sampled token is evaluated after the response is sent;
+//   - an incomplete Responses turn gives incomplete_details.reason
+//     "max_output_tokens", the API's value (upstream: "max_tokens");
 //   - a thinking turn that ends before "</think>" (max_tokens, EOS, a stop
 //     sequence) is reasoning in every response, streamed or not: chat
 //     reasoning_content with empty content, an Anthropic thinking block,

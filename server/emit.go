@@ -560,7 +560,7 @@ func (e *responsesEmitter) response(g *gen, output []ordered) ordered {
 	case "failed":
 		o = append(o, field{"error", ordered{{"code", "server_error"}, {"message", "generation failed"}}})
 	case "incomplete":
-		o = append(o, field{"incomplete_details", ordered{{"reason", "max_tokens"}}})
+		o = append(o, field{"incomplete_details", ordered{{"reason", "max_output_tokens"}}})
 	}
 	if output == nil {
 		output = []ordered{}

@@ -301,7 +301,7 @@ func TestOpenAIResponses(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(resp.ID, "resp_") || resp.Object != "response" || resp.Status != "incomplete" ||
-		resp.IncompleteDetails.Reason != "max_tokens" || resp.OutputText() == "" {
+		resp.IncompleteDetails.Reason != "max_output_tokens" || resp.OutputText() == "" {
 		t.Errorf("response %s", resp.RawJSON())
 	}
 	if resp.Usage.OutputTokens != 6 || resp.Usage.TotalTokens != resp.Usage.InputTokens+6 {
