@@ -228,3 +228,72 @@ func TestResponsesIncompleteReason(t *testing.T) {
 		}
 	}
 }
+
+// TestAnthropicUsageAndID checks Anthropic usage (uncached prompt tokens
+// are input_tokens unless the request asked for caching; reused ones are
+// cache reads) and message ids, streamed and not, against count_tokens.
+func TestAnthropicUsageAndID(t *testing.T) {
+	ts, _ := scriptServer(t, nil, "Hi there.", "Hi again.", "Fine.", "Fine.")
+	c := anthropicClient(ts)
+	ctx := context.Background()
+	off := anthropic.ThinkingConfigParamUnion{OfDisabled: &anthropic.ThinkingConfigDisabledParam{}}
+	turn1 := []anthropic.MessageParam{userText("Hello")}
+	turn2 := append(turn1, anthropic.NewAssistantMessage(anthropic.NewTextBlock("Hi there.")), userText("More"))
+	cached := []anthropic.TextBlockParam{{Text: "Be brief.", CacheControl: anthropic.NewCacheControlEphemeralParam()}}
+	cases := []struct {
+		name     string
+		stream   bool
+		msgs     []anthropic.MessageParam
+		system   []anthropic.TextBlockParam
+		warm     bool // the prompt extends the previous turn's
+		creation bool // cache_control asked for caching
+	}{
+		{"cold", false, turn1, nil, false, false},
+		{"warm streamed", true, turn2, nil, true, false},
+		{"cache_control", false, turn1, cached, false, true},
+		{"cache_control streamed", true, turn1, cached, false, true},
+	}
+	for _, tc := range cases {
+		p := anthropic.MessageNewParams{Model: "deepseek-v4-flash", MaxTokens: 20, Messages: tc.msgs, System: tc.system, Thinking: off}
+		count, err := c.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{
+			Model: "deepseek-v4-flash", Messages: tc.msgs, Thinking: off,
+			System: anthropic.MessageCountTokensParamsSystemUnion{OfTextBlockArray: tc.system},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msg anthropic.Message
+		if !tc.stream {
+			m, err := c.Messages.New(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg = *m
+		} else {
+			s := c.Messages.NewStreaming(ctx, p)
+			for s.Next() {
+				if err := msg.Accumulate(s.Current()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		u := msg.Usage
+		if !strings.HasPrefix(msg.ID, "msg_") {
+			t.Errorf("%s: id %q", tc.name, msg.ID)
+		}
+		if u.InputTokens+u.CacheReadInputTokens+u.CacheCreationInputTokens != count.InputTokens {
+			t.Errorf("%s: usage %s does not add up to count_tokens %d", tc.name, u.RawJSON(), count.InputTokens)
+		}
+		if tc.warm != (u.CacheReadInputTokens > 0) {
+			t.Errorf("%s: cache reads in %s", tc.name, u.RawJSON())
+		}
+		uncached := count.InputTokens - u.CacheReadInputTokens
+		if tc.creation && (u.CacheCreationInputTokens != uncached || u.InputTokens != 0) ||
+			!tc.creation && (u.CacheCreationInputTokens != 0 || u.InputTokens != uncached) {
+			t.Errorf("%s: usage %s", tc.name, u.RawJSON())
+		}
+	}
+}

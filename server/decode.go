@@ -180,6 +180,7 @@ func (s *Server) decodeMessages(f fields, r *request) error {
 		return err
 	}
 	r.think = tc.mode(r.model, s.ctx)
+	r.cacheControl = asksForCaching(f)
 
 	system := ""
 	switch raw := f["system"]; firstByte(raw) {
@@ -236,6 +237,43 @@ func (s *Server) decodeMessages(f fields, r *request) error {
 	}
 	r.hasTools = schemasPresent(r.tools) && !choiceNone
 	return s.validateResults(r, "Anthropic continuation state is not available for tool_use_id %s; retry by replaying the full messages history")
+}
+
+// asksForCaching reports whether an Anthropic request sets cache_control
+// at its top level, on a system block, a message content block or a tool.
+func asksForCaching(f fields) bool {
+	marked := func(raw json.RawMessage) bool {
+		o, err := decodeObject(raw)
+		if err != nil {
+			return false
+		}
+		_, ok := o.get("cache_control")
+		return ok
+	}
+	if _, ok := f.get("cache_control"); ok {
+		return true
+	}
+	var blocks []json.RawMessage
+	for _, k := range []string{"system", "tools"} {
+		if a, err := decodeArray(f[k]); err == nil {
+			blocks = append(blocks, a...)
+		}
+	}
+	if msgs, err := decodeArray(f["messages"]); err == nil {
+		for _, m := range msgs {
+			if o, err := decodeObject(m); err == nil {
+				if a, err := decodeArray(o["content"]); err == nil {
+					blocks = append(blocks, a...)
+				}
+			}
+		}
+	}
+	for _, b := range blocks {
+		if marked(b) {
+			return true
+		}
+	}
+	return false
 }
 
 // decodeAnthropicContent flattens Anthropic message content into msg and

@@ -41,6 +41,16 @@
 //     Config.AcceptAnyModel is set;
 //   - errors on /v1/messages use Anthropic's error shape
 //     {"type":"error","error":{...}} with Anthropic error types;
+//   - Anthropic message ids are "msg_" and 24 hex digits (upstream:
+//     chatcmpl-N), also in message_start and as the thinking signature;
+//   - Anthropic usage reports prompt tokens reused from the live KV or a
+//     disk checkpoint as cache_read_input_tokens and the rest as
+//     input_tokens; only a request that sets cache_control (top level, a
+//     system or content block, a tool) gets them as
+//     cache_creation_input_tokens instead, since every evaluated prompt
+//     token stays cached in the live KV for the next request (upstream
+//     reports every request that way, with input_tokens 0);
+//     count_tokens counts the whole prompt, the sum of the three;
 //   - a stop sequence ends an Anthropic message with stop_reason
 //     "stop_sequence" and the matched stop_sequence;
 //   - numeric fields are range-checked (400) instead of clamped, null

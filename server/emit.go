@@ -56,12 +56,21 @@ func (g *gen) usageOpenAI() ordered {
 	}
 }
 
+// usageAnthropic is the Anthropic usage object: prompt tokens reused from
+// the live KV or a disk checkpoint are cache reads, and the others are
+// input tokens or, when the request asked for caching with cache_control,
+// cache writes (every evaluated prompt token stays in the live KV for the
+// next request).
 func (g *gen) usageAnthropic(output int) ordered {
+	input, creation := g.prompt-g.cached, 0
+	if g.r.cacheControl {
+		input, creation = 0, input
+	}
 	return ordered{
-		{"input_tokens", 0},
+		{"input_tokens", input},
 		{"output_tokens", output},
 		{"cache_read_input_tokens", g.cached},
-		{"cache_creation_input_tokens", g.prompt - g.cached},
+		{"cache_creation_input_tokens", creation},
 	}
 }
 

@@ -47,6 +47,9 @@ type request struct {
 	hasTools   bool
 	think      prompt.Think
 	summaries  bool // Responses: reasoning summaries opted in
+	// Anthropic: the request marks something with cache_control, so its
+	// uncached prompt tokens are reported as cache writes.
+	cacheControl bool
 
 	sampling  sample.Params // client values (used when not thinking)
 	maxTokens int           // -1: the server default

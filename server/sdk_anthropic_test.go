@@ -56,7 +56,7 @@ func TestAnthropicMessagesPlain(t *testing.T) {
 	if msg.Type != "message" || msg.Role != "assistant" || msg.StopReason != anthropic.StopReasonMaxTokens || msg.Usage.OutputTokens != 6 {
 		t.Errorf("message %s", msg.RawJSON())
 	}
-	if len(msg.Content) == 0 || msg.Usage.CacheCreationInputTokens == 0 {
+	if len(msg.Content) == 0 || msg.Usage.InputTokens == 0 {
 		t.Errorf("content/usage %s", msg.RawJSON())
 	}
 }

@@ -274,8 +274,11 @@ func (g *gen) run() {
 
 	n := s.seq.Add(1)
 	g.id = "chatcmpl-" + strconv.FormatInt(n, 10)
-	if r.api == apiCompletions {
+	switch r.api {
+	case apiCompletions:
 		g.id = "cmpl-" + strconv.FormatInt(n, 10)
+	case apiMessages:
+		g.id = "msg_" + randomHex(12)
 	}
 	g.created = time.Now().Unix()
 	g.thinking = r.think.Enabled()
