@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -294,6 +295,144 @@ func TestAnthropicUsageAndID(t *testing.T) {
 		if tc.creation && (u.CacheCreationInputTokens != uncached || u.InputTokens != 0) ||
 			!tc.creation && (u.CacheCreationInputTokens != 0 || u.InputTokens != uncached) {
 			t.Errorf("%s: usage %s", tc.name, u.RawJSON())
+		}
+	}
+}
+
+// TestRejectedRequests checks that requests the APIs define as invalid
+// get a 400 in the endpoint's error shape naming the field, instead of
+// running.
+func TestRejectedRequests(t *testing.T) {
+	ts, _ := scriptServer(t, nil) // context 8192
+	user := `"messages":[{"role":"user","content":"hi"}]`
+	cases := []struct {
+		name, path, body string
+		param            string // OpenAI param; for /v1/messages, the message prefix
+	}{
+		{"empty messages", "/v1/chat/completions", `{"messages":[]}`, "messages"},
+		{"empty messages anthropic", "/v1/messages", `{"max_tokens":5,"messages":[]}`, "messages"},
+		{"empty input", "/v1/responses", `{"input":[]}`, "input"},
+		{"missing max_tokens anthropic", "/v1/messages", `{` + user + `}`, "max_tokens"},
+		{"null max_tokens anthropic", "/v1/messages", `{"max_tokens":null,` + user + `}`, "max_tokens"},
+		{"prompt object", "/v1/completions", `{"prompt":{"a":1}}`, "prompt"},
+		{"prompt number", "/v1/completions", `{"prompt":5}`, "prompt"},
+		{"prompt null", "/v1/completions", `{"prompt":null}`, "prompt"},
+		{"prompt empty array", "/v1/completions", `{"prompt":[]}`, "prompt"},
+		{"prompt objects", "/v1/completions", `{"prompt":[{"a":1}]}`, "prompt"},
+		{"prompt mixed ids", "/v1/completions", `{"prompt":[1,"a"]}`, "prompt"},
+		{"prompt negative id", "/v1/completions", `{"prompt":[-1]}`, "prompt"},
+		{"prompt id out of vocabulary", "/v1/completions", `{"prompt":[[1,999999999]]}`, "prompt"},
+		{"prompt batch", "/v1/completions", `{"prompt":["a","b"]}`, "prompt"},
+		{"prompt id batch", "/v1/completions", `{"prompt":[[1],[2]]}`, "prompt"},
+		{"unknown role", "/v1/chat/completions", `{"messages":[{"role":"user","content":"a"},{"role":"robot","content":"b"}]}`, "messages[1].role"},
+		{"unknown role anthropic", "/v1/messages", `{"max_tokens":5,"messages":[{"role":"robot","content":"b"}]}`, "messages[0].role"},
+		{"unknown role responses", "/v1/responses", `{"input":[{"role":"robot","content":"b"}]}`, "input[0].role"},
+		{"chat max_tokens", "/v1/chat/completions", `{"max_tokens":10000000,` + user + `}`, "max_tokens"},
+		{"chat max_completion_tokens", "/v1/chat/completions", `{"max_completion_tokens":8193,` + user + `}`, "max_completion_tokens"},
+		{"chat both, max_tokens too large", "/v1/chat/completions", `{"max_completion_tokens":5,"max_tokens":8193,` + user + `}`, "max_tokens"},
+		{"completions max_tokens", "/v1/completions", `{"max_tokens":10000000,"prompt":"x"}`, "max_tokens"},
+		{"completions max_completion_tokens", "/v1/completions", `{"max_completion_tokens":8193,"prompt":"x"}`, "max_completion_tokens"},
+		{"responses max_output_tokens", "/v1/responses", `{"max_output_tokens":10000000,"input":"x"}`, "max_output_tokens"},
+		{"responses max_tokens", "/v1/responses", `{"max_tokens":8193,"input":"x"}`, "max_tokens"},
+		{"anthropic max_tokens", "/v1/messages", `{"max_tokens":10000000,` + user + `}`, "max_tokens"},
+	}
+	for _, c := range cases {
+		status, _, body := post(t, ts.url+c.path, c.body)
+		var e struct {
+			Type  string
+			Error struct{ Type, Message, Param string }
+		}
+		if err := json.Unmarshal([]byte(body), &e); err != nil || status != 400 || e.Error.Type != "invalid_request_error" {
+			t.Errorf("%s: %d %s", c.name, status, body)
+			continue
+		}
+		if c.path == "/v1/messages" {
+			if e.Type != "error" || !strings.HasPrefix(e.Error.Message, c.param+" ") {
+				t.Errorf("%s: %s, want an Anthropic error about %s", c.name, body, c.param)
+			}
+		} else if e.Error.Param != c.param {
+			t.Errorf("%s: %s, want param %s", c.name, body, c.param)
+		}
+		if (strings.Contains(c.body, "10000000") || strings.Contains(c.body, "8193")) && !strings.Contains(e.Error.Message, "8192") {
+			t.Errorf("%s: %s does not state the limit", c.name, body)
+		}
+	}
+}
+
+// TestMaxTokensClampedToContext checks every output-limit field on every
+// endpoint of a server with a small context: a limit equal to the context
+// is accepted and generation stops where the context ends (finish
+// length), one token more is refused.
+func TestMaxTokensClampedToContext(t *testing.T) {
+	const ctx = 96
+	ts := tinyServer(t, ctx, nil)
+	msgs := `"messages":[{"role":"user","content":"Tell me a long story."}]`
+	cases := []struct {
+		path, field, rest string
+	}{
+		{"/v1/chat/completions", "max_tokens", msgs},
+		{"/v1/chat/completions", "max_completion_tokens", msgs},
+		{"/v1/completions", "max_tokens", `"prompt":"Once upon a time"`},
+		{"/v1/completions", "max_completion_tokens", `"prompt":[[1,2,3]]`},
+		{"/v1/responses", "max_output_tokens", `"input":"Tell me a long story."`},
+		{"/v1/responses", "max_tokens", `"input":[{"role":"user","content":"Tell me a long story."}]`},
+		{"/v1/messages", "max_tokens", msgs},
+	}
+	for _, c := range cases {
+		name := c.path + " " + c.field
+		// Each endpoint ignores the members of the others.
+		body := func(n int) string {
+			return fmt.Sprintf(`{"%s":%d,"seed":7,"thinking":{"type":"disabled"},"reasoning":{"effort":"none"},%s}`, c.field, n, c.rest)
+		}
+		if status, _, b := post(t, ts.url+c.path, body(ctx+1)); status != 400 || !strings.Contains(b, c.field) {
+			t.Errorf("%s %d: %d %s", name, ctx+1, status, b)
+		}
+		status, _, b := post(t, ts.url+c.path, body(ctx))
+		var r struct {
+			Choices []struct {
+				FinishReason string `json:"finish_reason"`
+			}
+			StopReason string `json:"stop_reason"`
+			Status     string
+			Usage      map[string]any
+		}
+		if err := json.Unmarshal([]byte(b), &r); err != nil || status != 200 {
+			t.Errorf("%s: %d %s", name, status, b)
+			continue
+		}
+		num := func(k string) int { f, _ := r.Usage[k].(float64); return int(f) }
+		var prompt, out int
+		var finish string
+		switch c.path {
+		case "/v1/messages":
+			prompt, out, finish = num("input_tokens")+num("cache_read_input_tokens"), num("output_tokens"), r.StopReason
+		case "/v1/responses":
+			prompt, out, finish = num("input_tokens"), num("output_tokens"), r.Status
+		default:
+			prompt, out, finish = num("prompt_tokens"), num("completion_tokens"), r.Choices[0].FinishReason
+		}
+		if prompt+out != ctx || finish != map[string]string{"/v1/messages": "max_tokens", "/v1/responses": "incomplete"}[c.path] && finish != "length" {
+			t.Errorf("%s: %d prompt + %d generated tokens in a %d-token context, finish %q", name, prompt, out, ctx, finish)
+		}
+	}
+}
+
+// TestAgentMaxTokens checks the output limit agent clients send (32,000):
+// served under ds4-server's default context of 32,768 tokens, clamped to
+// the room the prompt leaves, and refused by a server whose whole context
+// is smaller.
+func TestAgentMaxTokens(t *testing.T) {
+	for _, c := range []struct {
+		ctx    int
+		status int
+	}{{32768, 200}, {16384, 400}} {
+		sess := newScriptSession(t, c.ctx, "Done.", "Done.")
+		ts := startServer(t, Config{Session: sess, Tokenizer: sess.tok})
+		for _, path := range []string{"/v1/messages", "/v1/chat/completions"} {
+			status, _, body := post(t, ts.url+path, `{"max_tokens":32000,"messages":[{"role":"user","content":"hi"}]}`)
+			if status != c.status || c.status == 400 && !strings.Contains(body, "16384") {
+				t.Errorf("context %d %s: %d %s", c.ctx, path, status, body)
+			}
 		}
 	}
 }

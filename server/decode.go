@@ -1,7 +1,10 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/ds4-go/ds4/engine/dsml"
@@ -11,11 +14,22 @@ import (
 // decodeRequest decodes body for protocol a into a request, validates it
 // and renders and tokenizes its prompt. Every failure is an *apiError.
 func (s *Server) decodeRequest(a api, body []byte) (*request, error) {
-	f, err := decodeObject(body)
+	return s.decode(&request{api: a, maxTokens: -1, liveTail: -1, body: body})
+}
+
+// decodeCount decodes an Anthropic count_tokens request, which has no
+// output limit, into a request.
+func (s *Server) decodeCount(body []byte) (*request, error) {
+	return s.decode(&request{api: apiMessages, maxTokens: -1, liveTail: -1, body: body, counting: true})
+}
+
+// decode decodes r.body for protocol r.api into r.
+func (s *Server) decode(r *request) (*request, error) {
+	a := r.api
+	f, err := decodeObject(r.body)
 	if err != nil {
 		return nil, err
 	}
-	r := &request{api: a, maxTokens: -1, liveTail: -1, body: body}
 	if r.model, err = s.decodeModel(f); err != nil {
 		return nil, err
 	}
@@ -68,7 +82,7 @@ func decodeLogprobs(f fields, r *request) error {
 // §5.2).
 func (s *Server) decodeChat(f fields, r *request) error {
 	var err error
-	if r.maxTokens, err = decodeMaxTokens(f, "max_completion_tokens", "max_tokens"); err != nil {
+	if r.maxTokens, err = decodeMaxTokens(f, s.ctx, "max_completion_tokens", "max_tokens"); err != nil {
 		return err
 	}
 	if r.stops, err = decodeStops(f, "stop"); err != nil {
@@ -101,21 +115,10 @@ func (s *Server) decodeChat(f fields, r *request) error {
 	if r.api == apiCompletions {
 		raw, ok := f["prompt"]
 		if !ok {
-			return badRequest("missing prompt")
+			return &apiError{status: 400, message: "missing prompt", param: "prompt"}
 		}
-		switch firstByte(raw) {
-		case '"':
-			r.completion, _ = decodeString(raw)
-		case '[':
-			a, err := decodeArray(raw)
-			if err != nil {
-				return errInvalidJSON
-			}
-			if len(a) > 0 {
-				r.completion, _ = decodeString(a[0])
-			}
-		}
-		return nil
+		r.completion, err = s.decodePrompt(raw)
+		return err
 	}
 
 	err = forEachMessage(f, func(m fields, msg prompt.Message) error {
@@ -159,8 +162,13 @@ func (s *Server) decodeChat(f fields, r *request) error {
 // decodeMessages decodes an Anthropic Messages request (spec §5.3, §6.2).
 func (s *Server) decodeMessages(f fields, r *request) error {
 	var err error
-	if r.maxTokens, err = decodeMaxTokens(f, "max_tokens"); err != nil {
-		return err
+	if !r.counting {
+		if r.maxTokens, err = decodeMaxTokens(f, s.ctx, "max_tokens"); err != nil {
+			return err
+		}
+		if r.maxTokens < 0 {
+			return fieldError("max_tokens", "is required")
+		}
 	}
 	if r.stops, err = decodeStops(f, "stop_sequences"); err != nil {
 		return err
@@ -335,7 +343,7 @@ func decodeAnthropicContent(raw json.RawMessage, msg *prompt.Message) ([]string,
 // decodeResponses decodes a Responses request (spec §5.4, §6.3).
 func (s *Server) decodeResponses(f fields, r *request) error {
 	var err error
-	if r.maxTokens, err = decodeMaxTokens(f, "max_output_tokens", "max_tokens"); err != nil {
+	if r.maxTokens, err = decodeMaxTokens(f, s.ctx, "max_output_tokens", "max_tokens"); err != nil {
 		return err
 	}
 	for _, k := range []string{"previous_response_id", "conversation"} {
@@ -396,6 +404,9 @@ func (s *Server) decodeResponses(f fields, r *request) error {
 	case '[':
 		if loaded, err = r.decodeResponsesInput(raw); err != nil {
 			return err
+		}
+		if len(r.msgs) == 0 {
+			return fieldError("input", "must not be empty")
 		}
 	default:
 		return fieldError("input", "must be a string or an array")
@@ -495,7 +506,7 @@ func (r *request) decodeResponsesInput(raw json.RawMessage) ([]prompt.Tool, erro
 		r.msgs = append(r.msgs, m)
 		r.resultIDs = append(r.resultIDs, ids)
 	}
-	for _, it := range items {
+	for i, it := range items {
 		o, err := decodeObject(it)
 		if err != nil {
 			return nil, fieldError("input", "items must be objects")
@@ -561,6 +572,11 @@ func (r *request) decodeResponsesInput(raw json.RawMessage) ([]prompt.Tool, erro
 			}
 			m := prompt.Message{Role: prompt.RoleUser, Content: content}
 			if hasRole {
+				switch role {
+				case prompt.RoleUser, prompt.RoleAssistant, prompt.RoleSystem, prompt.RoleDeveloper:
+				default:
+					return nil, fieldError(fmt.Sprintf("input[%d].role", i), fmt.Sprintf("%q is not a known role", role))
+				}
 				m.Role = role
 			}
 			if m.Role == prompt.RoleAssistant && pending != "" {
@@ -665,6 +681,60 @@ func (r *request) decodeResponsesInput(raw json.RawMessage) ([]prompt.Tool, erro
 	return loaded, nil
 }
 
+// decodePrompt reads a Completions prompt: a string, or one prompt as an
+// array of one string, an array of token ids or an array of one such
+// array (token ids are decoded to text). Batches of several prompts are
+// refused: a response holds one choice.
+func (s *Server) decodePrompt(raw json.RawMessage) (string, error) {
+	bad := fieldError("prompt", "must be a string, an array of strings, an array of token ids or an array of token-id arrays")
+	if p, ok := decodeString(raw); ok {
+		return p, nil
+	}
+	a, err := decodeArray(raw)
+	if err != nil {
+		return "", bad
+	}
+	if len(a) == 0 {
+		return "", fieldError("prompt", "must not be empty")
+	}
+	switch firstByte(a[0]) {
+	case '"', '[':
+		if len(a) > 1 {
+			return "", fieldError("prompt", fmt.Sprintf("holds %d prompts; this server answers one prompt per request", len(a)))
+		}
+		if p, ok := decodeString(a[0]); ok {
+			return p, nil
+		}
+		if firstByte(a[0]) != '[' {
+			return "", bad
+		}
+		if a, err = decodeArray(a[0]); err != nil || len(a) == 0 {
+			return "", bad
+		}
+	}
+	ids := make([]int, len(a))
+	for i, e := range a {
+		id, err := strconv.ParseUint(string(bytes.TrimSpace(e)), 10, 31)
+		if err != nil {
+			return "", bad
+		}
+		if int(id) >= s.tok.VocabSize() {
+			return "", fieldError("prompt", fmt.Sprintf("holds token id %d, outside the vocabulary of %d tokens", id, s.tok.VocabSize()))
+		}
+		ids[i] = int(id)
+	}
+	return string(s.tok.Decode(ids)), nil
+}
+
+// knownRole reports whether the prompt renderer knows role.
+func knownRole(role string) bool {
+	switch role {
+	case prompt.RoleSystem, prompt.RoleDeveloper, prompt.RoleUser, prompt.RoleAssistant, prompt.RoleTool, prompt.RoleFunction:
+		return true
+	}
+	return false
+}
+
 // forEachMessage decodes the request's "messages" array and calls fn with
 // each message object and a Message holding the role it declares (user
 // when it names none), stopping at the first error.
@@ -677,7 +747,10 @@ func forEachMessage(f fields, fn func(m fields, msg prompt.Message) error) error
 	if err != nil {
 		return fieldError("messages", "must be an array")
 	}
-	for _, e := range elems {
+	if len(elems) == 0 {
+		return fieldError("messages", "must not be empty")
+	}
+	for i, e := range elems {
 		m, err := decodeObject(e)
 		if err != nil {
 			return fieldError("messages", "must hold objects")
@@ -686,6 +759,9 @@ func forEachMessage(f fields, fn func(m fields, msg prompt.Message) error) error
 		if role, ok, err := m.str("role"); err != nil {
 			return fieldError("messages.role", "must be a string")
 		} else if ok {
+			if !knownRole(role) {
+				return fieldError(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("%q is not a known role", role))
+			}
 			msg.Role = role
 		}
 		if err := fn(m, msg); err != nil {

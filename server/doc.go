@@ -56,6 +56,26 @@
 //   - numeric fields are range-checked (400) instead of clamped, null
 //     numeric fields mean "default", and max_completion_tokens wins over
 //     max_tokens when both are present;
+//   - an output limit (max_tokens, max_completion_tokens,
+//     max_output_tokens) larger than the server's whole context can never
+//     be honoured and gets a 400 stating the context size; one that fits
+//     the context but not the room the prompt leaves is clamped, and
+//     generation ends at the context's end with finish_reason "length"
+//     (upstream clamps every limit). Agent clients routinely send 32,000:
+//     that works with ds4-server's default --ctx of 32768 but is refused
+//     by a server started with a smaller context, which must be raised
+//     (or the client's limit lowered);
+//   - /v1/messages requires max_tokens, as Anthropic's API does
+//     (count_tokens does not read it);
+//   - an empty messages array (or Responses input), and a message whose
+//     role the prompt template does not know, get a 400 naming the field
+//     (upstream renders no conversation, or drops the message, and
+//     generates anyway);
+//   - a Completions prompt is a string, an array of one string, an array
+//     of token ids or an array of one such array (ids are decoded to
+//     text); batches of several prompts and other values get a 400
+//     (upstream uses the first string and renders anything else as an
+//     empty prompt);
 //   - HTTP keep-alive, chunked request bodies and IPv6 work (net/http);
 //   - a stop-sequence hit keeps the live KV (only the protocol bindings are
 //     dropped): token and text prefix matching stay exact because they

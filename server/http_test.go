@@ -55,7 +55,7 @@ func TestErrors(t *testing.T) {
 		{"responses unknown item", "/v1/responses", `{"input":[{"type":"mystery"}]}`, 400, `unsupported input item type`},
 		{"orphan tool output", "/v1/responses", `{"input":[{"type":"function_call_output","call_id":"call_x","output":"1"}]}`, 400, `Responses continuation state is not available for call_id call_x`},
 		{"context overflow chat", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + long + `"}]}`, 400, `"code":"context_length_exceeded","n_prompt_tokens":`},
-		{"context overflow anthropic", "/v1/messages", `{"messages":[{"role":"user","content":"` + long + `"}]}`, 400, `{"type":"error","error":{"type":"invalid_request_error","message":"Prompt has `},
+		{"context overflow anthropic", "/v1/messages", `{"max_tokens":1,"messages":[{"role":"user","content":"` + long + `"}]}`, 400, `{"type":"error","error":{"type":"invalid_request_error","message":"Prompt has `},
 		{"context overflow completions", "/v1/completions", `{"prompt":"` + long + `"}`, 400, `"param":"prompt","code":"context_length_exceeded"`},
 	}
 	for _, c := range cases {

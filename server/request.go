@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -47,6 +48,7 @@ type request struct {
 	hasTools   bool
 	think      prompt.Think
 	summaries  bool // Responses: reasoning summaries opted in
+	counting   bool // count_tokens: no output limit is read
 	// Anthropic: the request marks something with cache_control, so its
 	// uncached prompt tokens are reported as cache writes.
 	cacheControl bool
@@ -262,18 +264,29 @@ func decodeSeed(f fields) (uint64, error) {
 	return uint64(x), nil
 }
 
-// decodeMaxTokens reads the first present of keys as the output limit.
-func decodeMaxTokens(f fields, keys ...string) (int, error) {
+// decodeMaxTokens reads the output limit: the first present of keys, each
+// of which must be a non-negative integer no larger than ctx, the
+// context size (a larger limit could never be honoured). A limit that
+// fits the context but not the room the prompt leaves is clamped when
+// generating.
+func decodeMaxTokens(f fields, ctx int, keys ...string) (int, error) {
+	n := -1
 	for _, k := range keys {
 		x, ok, err := f.integer(k, 0, maxIntField)
 		if err != nil {
 			return 0, err
 		}
-		if ok {
-			return int(x), nil
+		if !ok {
+			continue
+		}
+		if x > int64(ctx) {
+			return 0, fieldError(k, fmt.Sprintf("is %d, more than this server's context size of %d tokens; at most %d", x, ctx, ctx))
+		}
+		if n < 0 {
+			n = int(x)
 		}
 	}
-	return -1, nil
+	return n, nil
 }
 
 // decodeStops reads stop sequences: a string or an array of strings

@@ -401,7 +401,7 @@ func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var n int
-	switch req, err := s.decodeRequest(apiMessages, body); {
+	switch req, err := s.decodeCount(body); {
 	case err == nil:
 		n = len(req.tokens)
 	case asAPIError(err).code == "context_length_exceeded":
