@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -40,18 +41,40 @@ func iq2Activation(nb int, code func(i int) int8, d func(b int) float32) []Block
 	return y
 }
 
+// inIQ2AVX2Domain reports whether y lies in the AVX2 IQ2_XXS kernel's
+// domain (dot_k_amd64.go): codes in -127..127 in every block whose scale D
+// is not zero. A block of D = ±0 may hold any codes, as QuantizeQ8K's
+// blocks too small for a finite scale hold -128: its term is ±0, or NaN,
+// whatever its integer sum.
+func inIQ2AVX2Domain(y []BlockQ8K) bool {
+	for b := range y {
+		if y[b].D != 0 && slices.Min(y[b].Qs[:]) < -127 {
+			return false
+		}
+	}
+	return true
+}
+
 // TestDotIQ2XXSAVX512Exact holds the AVX-512 single-token kernel to
-// DotIQ2XXS, and to the AVX2 kernel, bit for bit (any NaN matching any
-// NaN against DotIQ2XXS, the same NaN against AVX2), for every row length
-// of 1 to 20 blocks (each remainder of the four-block loop, with and
-// without whole pairs of blocks), on random rows and on the extremes:
-// activation codes of -128 and 127, every group scale 15, every weight
-// negative, and Inf and NaN scales of weights and activations.
+// DotIQ2XXS bit for bit (any NaN matching any NaN), on every case: its
+// domain is every int8 code, -128 included, with Bsums that sum the codes
+// (dot_iq2_avx512_amd64.go). The four-token kernel, whose domain is every
+// int8 code, must give each token the single-token bits. Where a case's
+// activations also lie in the AVX2 kernel's domain (inIQ2AVX2Domain: no
+// code of -128 in a block of nonzero scale), the AVX-512 kernel must
+// return the AVX2 kernel's bits too, NaN payloads included; the table
+// says which cases do, and the test checks the claim against the data.
+// It runs every row length of 1 to 20 blocks (each remainder of the
+// four-block loop, with and without whole pairs of blocks), on random
+// rows and on the extremes: activation codes of -128, -127 and 127, every
+// group scale 15, every weight negative, Inf and NaN scales of weights
+// and activations, and blocks of scale -0 holding codes of -128.
 func TestDotIQ2XXSAVX512Exact(t *testing.T) {
 	requireAVX512IQ2(t)
 	r := rand.New(rand.NewPCG(7, 8))
 	randByte := func(int) byte { return byte(r.Uint32()) }
-	randCode := func(int) int8 { return int8(r.Uint32()) }
+	randCode := func(int) int8 { return int8(r.Uint32()) }           // -128..127
+	randCode127 := func(int) int8 { return int8(r.IntN(255) - 127) } // -127..127
 	randD := func(int) float32 { return float32(r.NormFloat64()) }
 	constCode := func(v int8) func(int) int8 { return func(int) int8 { return v } }
 	// allNeg keeps the grid indices random and sets every a1 to all ones:
@@ -63,25 +86,50 @@ func TestDotIQ2XXSAVX512Exact(t *testing.T) {
 		}
 		return byte(r.Uint32())
 	}
-	alternating := func(i int) int8 { return int8(-128 + 255*(i&1)) }
+	alternating := func(lo int8) func(int) int8 {
+		return func(i int) int8 { return []int8{lo, 127}[i&1] }
+	}
+	// tinyCode and tinyD make the odd blocks what QuantizeQ8K makes of a
+	// block too small for a finite scale: D = -0 and codes of -128.
+	tinyCode := func(i int) int8 {
+		if i/QK_K%2 == 1 {
+			return -128
+		}
+		return randCode127(i)
+	}
+	tinyD := func(b int) float32 {
+		if b%2 == 1 {
+			return float32(math.Copysign(0, -1))
+		}
+		return randD(b)
+	}
 	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	one := func(int) uint16 { return 0x3c00 }
 	tests := []struct {
 		name  string
 		wbyte func(i int) byte // byte i of a block's 64 grid and sign bytes
 		scale func(b int) uint16
 		code  func(i int) int8
 		d     func(b int) float32
+		avx2  bool // the activations lie in the AVX2 kernel's domain too
 	}{
-		{"random", randByte, func(int) uint16 { return 0x2c00 }, randCode, randD},
-		{"all-0xff-act-min", func(int) byte { return 0xff }, func(int) uint16 { return 0x3c00 }, constCode(-128), randD},
-		{"all-0xff-act-max", func(int) byte { return 0xff }, func(int) uint16 { return 0x3c00 }, constCode(127), randD},
-		{"scale15-negative-act-min", allNeg, func(int) uint16 { return 0x3c00 }, constCode(-128), randD},
-		{"scale15-negative-alternating", allNeg, func(int) uint16 { return 0x3c00 }, alternating, randD},
-		{"all-0x00-act-max", func(int) byte { return 0 }, func(int) uint16 { return 0x3c00 }, constCode(127), randD},
-		{"weight-scale-inf", randByte, func(b int) uint16 { return []uint16{0x3c00, 0x7c00}[b%2] }, randCode, randD},
-		{"weight-scale-nan", randByte, func(b int) uint16 { return []uint16{0x3c00, 0x7e01}[b%2] }, randCode, randD},
-		{"act-d-inf", randByte, func(int) uint16 { return 0x3c00 }, randCode, func(b int) float32 { return []float32{1, inf}[b%2] }},
-		{"act-d-nan", randByte, func(int) uint16 { return 0x3c00 }, randCode, func(b int) float32 { return []float32{1, nan}[b%2] }},
+		{"random", randByte, func(int) uint16 { return 0x2c00 }, randCode127, randD, true},
+		{"random-act-full-range", randByte, func(int) uint16 { return 0x2c00 }, randCode, randD, false},
+		{"all-0xff-act-min", func(int) byte { return 0xff }, one, constCode(-128), randD, false},
+		{"all-0xff-act--127", func(int) byte { return 0xff }, one, constCode(-127), randD, true},
+		{"all-0xff-act-max", func(int) byte { return 0xff }, one, constCode(127), randD, true},
+		{"scale15-negative-act-min", allNeg, one, constCode(-128), randD, false},
+		{"scale15-negative-act--127", allNeg, one, constCode(-127), randD, true},
+		{"scale15-negative-alternating-min", allNeg, one, alternating(-128), randD, false},
+		{"scale15-negative-alternating--127", allNeg, one, alternating(-127), randD, true},
+		{"all-0x00-act-max", func(int) byte { return 0 }, one, constCode(127), randD, true},
+		{"weight-scale-inf", randByte, func(b int) uint16 { return []uint16{0x3c00, 0x7c00}[b%2] }, randCode127, randD, true},
+		{"weight-scale-nan", randByte, func(b int) uint16 { return []uint16{0x3c00, 0x7e01}[b%2] }, randCode127, randD, true},
+		{"act-d-inf", randByte, one, randCode127, func(b int) float32 { return []float32{1, inf}[b%2] }, true},
+		{"act-d-nan", randByte, one, randCode127, func(b int) float32 { return []float32{1, nan}[b%2] }, true},
+		{"act-d-nan-full-range", randByte, one, randCode, func(b int) float32 { return []float32{1, nan}[b%2] }, false},
+		{"act-tiny-blocks", randByte, one, tinyCode, tinyD, true},
+		{"act-tiny-blocks-weight-scale-inf", randByte, func(int) uint16 { return 0x7c00 }, tinyCode, tinyD, true},
 	}
 	for _, tc := range tests {
 		for nb := 1; nb <= 20; nb++ {
@@ -99,6 +147,15 @@ func TestDotIQ2XXSAVX512Exact(t *testing.T) {
 				if math.Float32bits(want) != math.Float32bits(got) && !(want != want && got != got) {
 					t.Fatalf("AVX-512 %v (%#08x), DotIQ2XXS %v (%#08x)", got, math.Float32bits(got), want, math.Float32bits(want))
 				}
+				var x4 [4]float32
+				dotIQ2XXSx4AVX512(w, y, y, y, y, &x4)
+				for tok, v := range x4 {
+					require.Equal(t, math.Float32bits(got), math.Float32bits(v), "token %d: AVX-512 x4 %v, single %v", tok, v, got)
+				}
+				if !tc.avx2 {
+					return // codes of -128 where D is not zero: outside the AVX2 kernel's domain
+				}
+				require.True(t, inIQ2AVX2Domain(y), "the case claims the AVX2 kernel's domain but has a code of -128 in a block of nonzero D")
 				avx2 := dotIQ2XXSAVX2(w, y)
 				require.Equal(t, math.Float32bits(avx2), math.Float32bits(got), "AVX-512 %v, AVX2 %v", got, avx2)
 			})
