@@ -10,10 +10,12 @@ import "fmt"
 // indices get their parity bit from one GF(2) affine transform, and the
 // group scales are applied in int32 with VNNI (VPDPWSSD). They form each
 // block's exact int32 sum and then do the block's float32 arithmetic in
-// dot.go's order, so they return bit for bit what DotIQ2XXS returns. The
-// single-token kernel multiplies the weights offset by +64 and takes the
-// offset back with the activation's Bsums, so it needs Bsums that are the
-// sums of their codes, as QuantizeQ8K makes them.
+// dot.go's order, so they return bit for bit what DotIQ2XXS returns. Both
+// take every int8 activation code, -128 included (no activation is
+// negated; the AVX2 kernels need -127..127). The single-token kernel
+// multiplies the weights offset by +64 and takes the offset back with the
+// activation's Bsums, so it needs Bsums that are the sums of their codes,
+// as QuantizeQ8K makes them.
 
 // iq2xxsAVX512Codes re-encodes the IQ2_XXS grid for the AVX-512 kernels:
 // bytes 0..255 hold for grid row k the 2-bit codes of its elements 0..3,
@@ -46,8 +48,8 @@ func iq2xxsCodeTable() [512]byte {
 }
 
 // dotIQ2XXSAVX512 is DotIQ2XXS with AVX-512 (BW, VBMI, VNNI, GFNI,
-// BITALG) for activations whose Bsums are their codes' sums (QuantizeQ8K's);
-// other Bsums give another result.
+// BITALG) for activations of any codes, -128 included, whose Bsums are
+// their codes' sums (QuantizeQ8K's); other Bsums give another result.
 func dotIQ2XXSAVX512(w []byte, y []BlockQ8K) float32 {
 	if len(y) == 0 {
 		return 0
@@ -56,8 +58,9 @@ func dotIQ2XXSAVX512(w []byte, y []BlockQ8K) float32 {
 	return dotIQ2XXSAVX512Asm(&w[0], &y[0], len(y))
 }
 
-// dotIQ2XXSx4AVX512 is DotIQ2XXSx4 with AVX-512: each weight block is
-// expanded once and applied to all four activations.
+// dotIQ2XXSx4AVX512 is DotIQ2XXSx4 with AVX-512, for activations of any
+// codes, -128 included: each weight block is expanded once and applied to
+// all four activations.
 func dotIQ2XXSx4AVX512(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) {
 	checkQ8Kx4(len(y0), y1, y2, y3)
 	if len(y0) == 0 {

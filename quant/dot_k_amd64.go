@@ -10,7 +10,8 @@ package quant
 // assembly plain pointers and a block count; the assembly takes the
 // BlockQ8K field offsets and the block sizes from go_asm.h.
 
-// dotQ2KAVX2 is DotQ2K with AVX2.
+// dotQ2KAVX2 is DotQ2K with AVX2, for activations of any codes, -128
+// included, and any Bsums, which it uses as stored.
 func dotQ2KAVX2(w []byte, y []BlockQ8K) float32 {
 	if len(y) == 0 {
 		return 0
@@ -19,7 +20,8 @@ func dotQ2KAVX2(w []byte, y []BlockQ8K) float32 {
 	return dotQ2KAsm(&w[0], &y[0], len(y))
 }
 
-// dotQ4KAVX2 is DotQ4K with AVX2.
+// dotQ4KAVX2 is DotQ4K with AVX2, for activations of any codes, -128
+// included, and any Bsums, which it uses as stored.
 func dotQ4KAVX2(w []byte, y []BlockQ8K) float32 {
 	if len(y) == 0 {
 		return 0
@@ -38,8 +40,9 @@ func dotIQ2XXSAVX2(w []byte, y []BlockQ8K) float32 {
 	return dotIQ2XXSAsm(&w[0], &y[0], len(y))
 }
 
-// dotIQ2XXSx4AVX2 is DotIQ2XXSx4 with AVX2: each weight block is expanded
-// once and applied to all four activations.
+// dotIQ2XXSx4AVX2 is DotIQ2XXSx4 with AVX2, for the activations
+// dotIQ2XXSAVX2 takes: each weight block is expanded once and applied to
+// all four activations.
 func dotIQ2XXSx4AVX2(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) {
 	checkQ8Kx4(len(y0), y1, y2, y3)
 	if len(y0) == 0 {

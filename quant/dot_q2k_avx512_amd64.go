@@ -10,7 +10,8 @@ package quant
 // order, so they return bit for bit what DotQ2K and the AVX2 kernels
 // return. They need AVX512F/BW/VL, VBMI (VPERMB) and VNNI.
 
-// dotQ2KAVX512 is DotQ2K with AVX-512 (BW, VBMI, VNNI).
+// dotQ2KAVX512 is DotQ2K with AVX-512 (BW, VBMI, VNNI), for activations
+// of any codes, -128 included, and any Bsums, which it uses as stored.
 func dotQ2KAVX512(w []byte, y []BlockQ8K) float32 {
 	if len(y) == 0 {
 		return 0
