@@ -30,10 +30,13 @@ type BlockQ8_0 struct {
 // Per block it follows upstream ds4_quantize_row_q8_K: the element with the
 // largest |x| (the first one on ties) is encoded as -127, the scale is
 // d = 1/(-127/max) and the other elements are rounded to nearest even and
-// clamped to [-128, 127]. An all-zero block gets d = 0. Where d is not
-// zero every code lies in -127..127, as the vector IQ2_XXS kernels need; a
-// block whose max is too small for -127/max to be finite gets d = ±0 and
-// codes of -128. Results for blocks holding NaN or Inf are unspecified.
+// clamped to [-128, 127]. An all-zero block gets d = 0. A block whose max
+// is too small for -127/max to be finite (|max| below about 3.7e-37) gets
+// d = ∓0, as the formula gives it, and all codes and sums 0. (Upstream's
+// codes there are lrintf of ±Inf or NaN cast to int, which depends on the
+// platform; on amd64 every one is 0, as here.) So every code lies in
+// -127..127, as the AVX2 IQ2_XXS kernels need. Results for blocks
+// holding NaN or Inf are unspecified.
 // QuantizeQ8K panics if len(x) is not a multiple of 256 or dst is shorter
 // than len(x)/256.
 func QuantizeQ8K(x []float32, dst []BlockQ8K) {
@@ -66,6 +69,13 @@ func quantizeQ8KBlock(xb *[QK_K]float32, y *BlockQ8K) {
 	}
 
 	iscale := -127 / mx
+	y.D = 1 / iscale
+	if y.D == 0 {
+		// iscale is ±Inf: every code would be ±Inf or NaN rounded.
+		y.Qs = [QK_K]int8{}
+		y.Bsums = [QK_K / 16]int16{}
+		return
+	}
 	for j, v := range xb {
 		y.Qs[j] = actRoundI8(iscale * v)
 	}
@@ -76,7 +86,6 @@ func quantizeQ8KBlock(xb *[QK_K]float32, y *BlockQ8K) {
 		}
 		y.Bsums[g] = s
 	}
-	y.D = 1 / iscale
 }
 
 // QuantizeQ8_0 quantizes x into dst (ceil(len(x)/32) blocks; a final partial
@@ -84,8 +93,14 @@ func quantizeQ8KBlock(xb *[QK_K]float32, y *BlockQ8K) {
 //
 // Per block it follows upstream quantize_q8_0_activation: d = amax/127 kept
 // in float32, id = 1/d, q = clamp(RNE(x*id), -128, 127) with ties to even,
-// and d = 0 with all codes 0 for an all-zero block. Results for blocks holding NaN or Inf are
-// unspecified. QuantizeQ8_0 panics if dst is shorter than ceil(len(x)/32).
+// and d = 0 with all codes 0 for an all-zero block. Where 1/d is not finite
+// (amax below about 3.7e-37) id is 0 too, so such a block keeps d = amax/127
+// and gets all codes 0. (Upstream's codes there are lrintf of ±Inf or NaN
+// cast to int, which depends on the platform; on amd64 every one is 0, as
+// here.) So every code lies in -127..127 (|x*id| is at most 127 and a
+// rounding error), as the vector Q8_0 kernels need. Results for
+// blocks holding NaN or Inf are unspecified. QuantizeQ8_0 panics if dst is
+// shorter than ceil(len(x)/32).
 func QuantizeQ8_0(x []float32, dst []BlockQ8_0) {
 	nb := (len(x) + 31) / 32
 	dst = dst[:nb]
@@ -108,9 +123,10 @@ func quantizeQ8_0Act(xb []float32, y *BlockQ8_0) {
 		}
 	}
 	d := amax / 127
-	var id float32
-	if d != 0 {
-		id = 1 / d
+	id := 1 / d
+	if id > math.MaxFloat32 {
+		// d is 0 or too small for its inverse to be finite.
+		id = 0
 	}
 	y.D = d
 	for j, v := range xb {

@@ -19,7 +19,7 @@ func quantizeQ8_0Full(x []float32, dst []BlockQ8_0) int {
 }
 
 // quantizeQ8_0AVX2 quantizes nb blocks of 32 floats at x into dst, as
-// quantizeQ8_0Block does for a whole block (nb > 0).
+// quantizeQ8_0Act does for a whole block (nb > 0).
 //
 //go:noescape
 func quantizeQ8_0AVX2(x *float32, dst *BlockQ8_0, nb int)

@@ -5,11 +5,12 @@
 
 // quantizeQ8_0AVX2 does quantizeQ8_0Act's float32 operations eight
 // lanes at a time: |x| by clearing the sign bit, the block maximum, d =
-// amax/127 and id = 1/d (0 when d is 0) as scalar divisions, x·id, and
+// amax/127 and id = 1/d as scalar divisions, id masked to 0 unless it is
+// below +Inf (d of 0 or too small for a finite inverse), x·id, and
 // VCVTPS2DQ, which rounds to nearest even in the default MXCSR mode as
 // actRoundI8 does. The saturating packs clamp to -128..127 as actRoundI8
 // does, and VPERMD undoes their per-lane interleave. NaN blocks, whose
-// result quantizeQ8_0Block leaves unspecified, may differ.
+// result QuantizeQ8_0 leaves unspecified, may differ.
 
 DATA q8act_abs<>+0(SB)/4, $0x7fffffff
 GLOBL q8act_abs<>(SB), RODATA|NOPTR, $4
@@ -17,6 +18,8 @@ DATA q8act_127<>+0(SB)/4, $0x42fe0000
 GLOBL q8act_127<>(SB), RODATA|NOPTR, $4
 DATA q8act_one<>+0(SB)/4, $0x3f800000
 GLOBL q8act_one<>(SB), RODATA|NOPTR, $4
+DATA q8act_inf<>+0(SB)/4, $0x7f800000
+GLOBL q8act_inf<>(SB), RODATA|NOPTR, $4
 DATA q8act_perm<>+0(SB)/4, $0
 DATA q8act_perm<>+4(SB)/4, $4
 DATA q8act_perm<>+8(SB)/4, $1
@@ -46,7 +49,7 @@ TEXT ·quantizeQ8_0AVX2(SB), NOSPLIT, $0-24
 	VMOVSS       q8act_127<>(SB), X14
 	VMOVSS       q8act_one<>(SB), X13
 	VMOVDQU      q8act_perm<>(SB), Y12
-	VXORPS       X11, X11, X11
+	VMOVSS       q8act_inf<>(SB), X11
 
 q8loop:
 	VMOVUPS (SI), Y0
@@ -64,11 +67,12 @@ q8loop:
 	VMAXPS       Y6, Y4, Y4
 	HMAX(Y4, X4, X5)
 
-	// d = amax/127; id = 1/d, or 0 when d is 0 (1/0 is masked off).
+	// d = amax/127; id = 1/d, or 0 where that is +Inf (d is 0 or too
+	// small for a finite inverse).
 	VDIVSS X14, X4, X5
 	VMOVSS X5, BlockQ8_0_D(DI)
 	VDIVSS X5, X13, X6
-	VCMPSS $4, X11, X5, X7 // d != 0
+	VCMPSS $1, X11, X6, X7 // id < +Inf
 	VANDPS X7, X6, X6
 	VBROADCASTSS X6, Y6
 
@@ -97,7 +101,8 @@ q8loop:
 // at a time. The block maximum of |x| comes from a VMAXPS tree; the first
 // element whose |x| equals it (the one the strictly-greater scan keeps, and
 // whose sign decides d's) is found by a compare and VMOVMSKPS per eight
-// elements. iscale = -127/max and d = 1/iscale are scalar divisions; the
+// elements. iscale = -127/max and d = 1/iscale are scalar divisions; a d
+// of ±0 (iscale is ±Inf) zeroes the codes and sums and keeps d. Else the
 // codes are x·iscale through VCVTPS2DQ, which rounds to nearest even as
 // actRoundI8 does, and the saturating packs clamp as it does (|x·iscale|
 // is at most 127 and a rounding error anyway). Each 16-code sum is one
@@ -123,6 +128,7 @@ TEXT ·quantizeQ8KAVX2(SB), NOSPLIT, $0-24
 	VMOVDQU      q8act_perm<>(SB), Y12
 	VPBROADCASTD q8kact_ones8<>(SB), Y11
 	VPBROADCASTD q8kact_ones16<>(SB), Y10
+	VXORPS       X9, X9, X9
 
 q8kloop:
 	// amax = max |x| over the 256 elements, four chains.
@@ -178,6 +184,8 @@ q8kscale:
 	VDIVSS       X6, X14, X7 // iscale = -127/mx
 	VDIVSS       X7, X13, X8 // d = 1/iscale
 	VMOVSS       X8, BlockQ8K_D(DI)
+	VUCOMISS     X9, X8
+	JEQ          q8kcodes0 // d = ±0: iscale is ±Inf
 	VBROADCASTSS X7, Y7
 	XORQ         AX, AX
 	LEAQ         BlockQ8K_Qs(DI), R9
@@ -213,7 +221,9 @@ q8kcodes:
 	JMP          q8knext
 
 q8kzero:
-	MOVL    $0, BlockQ8K_D(DI)
+	MOVL $0, BlockQ8K_D(DI)
+
+q8kcodes0:
 	VPXOR   Y0, Y0, Y0
 	VMOVDQU Y0, (BlockQ8K_Qs+0)(DI)
 	VMOVDQU Y0, (BlockQ8K_Qs+32)(DI)

@@ -393,16 +393,165 @@ func TestQuantizeQ8KWholeBlocks(t *testing.T) {
 		require.Equal(t, math.Float32bits(want.D), math.Float32bits(got[i].D), "block %d: d", i)
 		require.Equal(t, want.Qs, got[i].Qs, "block %d: codes", i)
 		require.Equal(t, want.Bsums, got[i].Bsums, "block %d: sums", i)
-		if got[i].D != 0 {
-			// The vector IQ2_XXS kernels rely on this range.
-			require.GreaterOrEqual(t, slices.Min(got[i].Qs[:]), int8(-127), "block %d: codes", i)
-		}
+		// The AVX2 IQ2_XXS kernels rely on this range.
+		require.GreaterOrEqual(t, slices.Min(got[i].Qs[:]), int8(-127), "block %d: codes", i)
 	}
 	// The subnormal block is too small for -127/max to be finite: it gets
-	// d = -0 and codes of -128 (-Inf rounded and clamped), which the
-	// vector kernels meet only where d zeroes them.
+	// d = 1/-Inf = -0 and codes 0 (TestQuantizeTinyBlocks).
 	require.Equal(t, math.Float32bits(float32(math.Copysign(0, -1))), math.Float32bits(got[2].D), "subnormal block: d")
-	require.Equal(t, int8(-128), got[2].Qs[0], "subnormal block: codes")
+	require.Equal(t, [QK_K]int8{}, got[2].Qs, "subnormal block: codes")
 	require.Positive(t, got[4].D, "first maximum negative")
 	require.Negative(t, got[5].D, "first maximum positive")
+}
+
+// tinyQ8_0Threshold returns the least float32 amax > 0 for which the Q8_0
+// inverse scale 1/(amax/127) is finite.
+func tinyQ8_0Threshold() float32 {
+	lo, hi := uint32(1), math.Float32bits(1) // 1/d is Inf at lo, finite at hi
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if d := math.Float32frombits(mid) / 127; 1/d <= math.MaxFloat32 {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return math.Float32frombits(hi)
+}
+
+// tinyQ8KThreshold returns the least float32 max > 0 for which the Q8_K
+// inverse scale -127/max is finite.
+func tinyQ8KThreshold() float32 {
+	lo, hi := uint32(1), math.Float32bits(1)
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if s := -127 / math.Float32frombits(mid); s >= -math.MaxFloat32 {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return math.Float32frombits(hi)
+}
+
+// tinyPattern fills xb with amax·pattern, the pattern holding both signs,
+// zeros of both signs, subnormal fractions and exact halves; sign < 0
+// negates the first (largest) element.
+func tinyPattern(xb []float32, amax float32, sign float32) {
+	pattern := []float32{1, -1, 0, float32(math.Copysign(0, -1)), 0.5, -0.25, 0x1p-20, -0.7, 0.999, -0.5}
+	for i := range xb {
+		xb[i] = amax * pattern[i%len(pattern)]
+	}
+	xb[0] = sign * amax
+	xb[1] = -sign * amax // a tie of the other sign: the first decides
+}
+
+// TestQuantizeTinyBlocks holds QuantizeQ8_0 and QuantizeQ8K on blocks whose
+// largest |x| is too small for the inverse scale to be finite (1/d or
+// -127/max overflows to Inf) to their documented result: every code 0 (and
+// every Q8_K sum 0), the scale as the formula gives it (amax/127 for Q8_0,
+// 1/(-127/max) = ∓0 for Q8_K). The whole-block SIMD form must give the
+// per-block Go code's bytes, and every code must lie in -127..127 (the
+// vector kernels' domain), there and on the blocks around the threshold
+// where the inverse scale becomes finite, which keep the usual codes.
+func TestQuantizeTinyBlocks(t *testing.T) {
+	const minNormal = 0x1p-126 // 1.1754944e-38
+	q80T, q8KT := tinyQ8_0Threshold(), tinyQ8KThreshold()
+	below := func(v float32) float32 { return math.Float32frombits(math.Float32bits(v) - 1) }
+	tiny := []struct {
+		name string
+		amax float32
+		sign float32
+	}{
+		{"min-normal", minNormal, 1},
+		{"min-normal-negative-first", minNormal, -1},
+		{"subnormal", 0x1p-130, 1},
+		{"subnormal-negative-first", 0x1p-130, -1},
+		{"127-ulps", 127 * 0x1p-149, 1},
+		{"3e-37", 3e-37, 1},
+		{"3e-37-negative-first", 3e-37, -1},
+		{"q8_0-threshold-below", below(q80T), 1},
+		{"q8_k-threshold-below", below(q8KT), -1},
+	}
+
+	t.Run("Q8_0", func(t *testing.T) {
+		for _, tc := range tiny {
+			t.Run(tc.name, func(t *testing.T) {
+				if tc.amax >= q80T {
+					t.Skip("1/d is finite for this amax")
+				}
+				x := make([]float32, 32)
+				tinyPattern(x, tc.amax, tc.sign)
+				got := make([]BlockQ8_0, 1)
+				got[0].Qs[0], got[0].Qs[31] = 55, 55 // every code must be written
+				QuantizeQ8_0(x, got)
+				var ref BlockQ8_0
+				quantizeQ8_0Act(x, &ref)
+				require.Equal(t, math.Float32bits(ref.D), math.Float32bits(got[0].D), "SIMD d, Go d")
+				require.Equal(t, ref.Qs, got[0].Qs, "SIMD codes, Go codes")
+				require.Equal(t, math.Float32bits(tc.amax/127), math.Float32bits(ref.D), "d = amax/127")
+				require.Equal(t, [32]int8{}, ref.Qs, "codes of a block whose 1/d is not finite")
+			})
+		}
+	})
+
+	t.Run("Q8_K", func(t *testing.T) {
+		for _, tc := range tiny {
+			t.Run(tc.name, func(t *testing.T) {
+				if tc.amax >= q8KT {
+					t.Skip("-127/max is finite for this max")
+				}
+				x := make([]float32, QK_K)
+				tinyPattern(x, tc.amax, tc.sign)
+				got := make([]BlockQ8K, 1)
+				got[0].D, got[0].Qs[0], got[0].Bsums[15] = 55, 55, 55
+				QuantizeQ8K(x, got)
+				var ref BlockQ8K
+				quantizeQ8KBlock((*[QK_K]float32)(x), &ref)
+				require.Equal(t, math.Float32bits(ref.D), math.Float32bits(got[0].D), "SIMD d, Go d")
+				require.Equal(t, ref.Qs, got[0].Qs, "SIMD codes, Go codes")
+				require.Equal(t, ref.Bsums, got[0].Bsums, "SIMD sums, Go sums")
+				require.Equal(t, math.Float32bits(1/(-127/(tc.sign*tc.amax))), math.Float32bits(ref.D), "d = 1/(-127/max)")
+				require.Equal(t, [QK_K]int8{}, ref.Qs, "codes of a block whose -127/max is not finite")
+				require.Equal(t, [QK_K / 16]int16{}, ref.Bsums, "sums of a block whose -127/max is not finite")
+			})
+		}
+	})
+
+	// Around each threshold: a row of blocks whose amax steps over it one
+	// ulp at a time, in whole blocks (the SIMD form) and block by block.
+	t.Run("threshold", func(t *testing.T) {
+		const steps = 256
+		x80 := make([]float32, 32*2*steps)
+		x8K := make([]float32, QK_K*2*steps)
+		for i := range 2 * steps {
+			sign := float32(1 - 2*(i%2))
+			tinyPattern(x80[32*i:32*i+32], math.Float32frombits(math.Float32bits(q80T)-steps+uint32(i)), sign)
+			tinyPattern(x8K[QK_K*i:QK_K*i+QK_K], math.Float32frombits(math.Float32bits(q8KT)-steps+uint32(i)), sign)
+		}
+		y80 := make([]BlockQ8_0, 2*steps)
+		y8K := make([]BlockQ8K, 2*steps)
+		QuantizeQ8_0(x80, y80)
+		QuantizeQ8K(x8K, y8K)
+		for i := range 2 * steps {
+			var ref80 BlockQ8_0
+			quantizeQ8_0Act(x80[32*i:32*i+32], &ref80)
+			require.Equal(t, ref80, y80[i], "Q8_0 block %d: SIMD, Go", i)
+			require.GreaterOrEqual(t, slices.Min(ref80.Qs[:]), int8(-127), "Q8_0 block %d", i)
+			var ref8K BlockQ8K
+			quantizeQ8KBlock((*[QK_K]float32)(x8K[QK_K*i:]), &ref8K)
+			require.Equal(t, math.Float32bits(ref8K.D), math.Float32bits(y8K[i].D), "Q8_K block %d: SIMD d, Go d", i)
+			require.Equal(t, ref8K.Qs, y8K[i].Qs, "Q8_K block %d: SIMD, Go", i)
+			require.Equal(t, ref8K.Bsums, y8K[i].Bsums, "Q8_K block %d: SIMD, Go", i)
+			require.GreaterOrEqual(t, slices.Min(ref8K.Qs[:]), int8(-127), "Q8_K block %d", i)
+			if i >= steps { // at or above the threshold: the usual codes
+				want80 := [2]int8{127, -127} // x = ±amax, ∓amax
+				if x80[32*i] < 0 {
+					want80 = [2]int8{-127, 127}
+				}
+				require.Equal(t, want80, [2]int8(ref80.Qs[:2]), "Q8_0 block %d", i)
+				require.Equal(t, [2]int8{-127, 127}, [2]int8(ref8K.Qs[:2]), "Q8_K block %d", i)
+			}
+		}
+	})
 }

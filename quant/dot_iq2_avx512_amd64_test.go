@@ -43,9 +43,8 @@ func iq2Activation(nb int, code func(i int) int8, d func(b int) float32) []Block
 
 // inIQ2AVX2Domain reports whether y lies in the AVX2 IQ2_XXS kernel's
 // domain (dot_k_amd64.go): codes in -127..127 in every block whose scale D
-// is not zero. A block of D = ±0 may hold any codes, as QuantizeQ8K's
-// blocks too small for a finite scale hold -128: its term is ±0, or NaN,
-// whatever its integer sum.
+// is not zero. A block of D = ±0 may hold any codes: its term is ±0, or
+// NaN, whatever its integer sum.
 func inIQ2AVX2Domain(y []BlockQ8K) bool {
 	for b := range y {
 		if y[b].D != 0 && slices.Min(y[b].Qs[:]) < -127 {
@@ -89,8 +88,9 @@ func TestDotIQ2XXSAVX512Exact(t *testing.T) {
 	alternating := func(lo int8) func(int) int8 {
 		return func(i int) int8 { return []int8{lo, 127}[i&1] }
 	}
-	// tinyCode and tinyD make the odd blocks what QuantizeQ8K makes of a
-	// block too small for a finite scale: D = -0 and codes of -128.
+	// tinyCode and tinyD make the odd blocks of D = -0 (as QuantizeQ8K
+	// makes a block too small for a finite scale) hold codes of -128,
+	// which a block of zero D may hold in both kernels' domains.
 	tinyCode := func(i int) int8 {
 		if i/QK_K%2 == 1 {
 			return -128

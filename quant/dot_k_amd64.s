@@ -16,10 +16,9 @@
 // at most 2·3·128 = 768 for Q2_K and 2·15·128 = 3840 for Q4_K, activation
 // codes of -128 included, and 2·43·127 = 10922 for IQ2_XXS, whose signed
 // activation bytes are the codes times the weights' signs, so its codes
-// must lie in -127..127 (-(-128) is not a byte), which QuantizeQ8K
-// guarantees in every block whose scale D is not zero (a block too small
-// for a finite 1/D gets D = ±0 and codes of -128, and a term of ±0 or NaN
-// whatever its integer sum). The 16-element activation sums are used as
+// must lie in -127..127 (-(-128) is not a byte) in every block whose
+// scale D is not zero, which QuantizeQ8K guarantees (act.go; a block of
+// D = ±0 has a term of ±0 or NaN whatever its integer sum). The 16-element activation sums are used as
 // stored and multiplied in int32 (VPMADDWD), as the reference does.
 //
 // On one core all three are bound by instruction throughput, not memory

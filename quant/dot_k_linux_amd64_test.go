@@ -62,8 +62,10 @@ func randQ8KRaw(r *rand.Rand, nb int, minCode int8) []BlockQ8K {
 	return y
 }
 
-// tinyQ8K returns nb blocks QuantizeQ8K makes of subnormal floats, every
-// other block's negated: d = ∓0 and codes of -128.
+// tinyQ8K returns the nb blocks QuantizeQ8K makes of subnormal floats,
+// every other block's negated (d = ∓0 and codes 0), with every code then
+// set to -128 and the sums to match: a block of zero D may hold any codes
+// in every kernel's domain, and its term is ±0 or NaN whatever they sum to.
 func tinyQ8K(t *testing.T, nb int) []BlockQ8K {
 	t.Helper()
 	x := make([]float32, nb*QK_K)
@@ -77,7 +79,13 @@ func tinyQ8K(t *testing.T, nb int) []BlockQ8K {
 	QuantizeQ8K(x, y)
 	for b := range y {
 		require.Zero(t, y[b].D, "block %d: d", b)
-		require.Equal(t, int8(-128), y[b].Qs[QK_K-1], "block %d: the largest code", b)
+		require.Equal(t, [QK_K]int8{}, y[b].Qs, "block %d: codes", b)
+		for i := range y[b].Qs {
+			y[b].Qs[i] = -128
+		}
+		for g := range y[b].Bsums {
+			y[b].Bsums[g] = -128 * 16
+		}
 	}
 	return y
 }
@@ -172,9 +180,9 @@ func TestAVX2KQuantEdges(t *testing.T) {
 			{"zero scale", setF16(k.t, randWeightRow(r, k.t, 2), 0x0000), randQ8KRaw(r, 2, k.minCode)},
 			{"inf scale", setF16(k.t, randWeightRow(r, k.t, 2), 0x7c00), randQ8KRaw(r, 2, k.minCode)},
 			{"zero activation", randWeightRow(r, k.t, 2), make([]BlockQ8K, 2)},
-			// QuantizeQ8K's one output outside -127..127: a block too small
-			// for a finite scale gets d = -0 and codes of -128, which every
-			// kernel must weigh by that zero (or Inf by NaN) as the
+			// Blocks of d = ∓0, as QuantizeQ8K makes them of floats too
+			// small for a finite scale, holding codes of -128: every
+			// kernel must weigh them by that zero (or Inf by NaN) as the
 			// reference does.
 			{"subnormal activation", randWeightRow(r, k.t, 3), tinyQ8K(t, 3)},
 			{"subnormal activation, inf scale", setF16(k.t, randWeightRow(r, k.t, 3), 0x7c00), tinyQ8K(t, 3)},

@@ -16,7 +16,8 @@ package quant
 //     γ(len/8+10)·Σ|terms| of the exact sum of the reference's terms. A
 //     serial chain of scalar adds, one per block, bounded the loop at
 //     about 22 GB/s in cache; the lanes run at about 28. Activation codes
-//     must lie in -127..127, which QuantizeQ8_0 guarantees: the kernel
+//     must lie in -127..127, which QuantizeQ8_0 guarantees (act.go: a
+//     block too small for a finite 1/d gets codes 0): the kernel
 //     multiplies |w| by x·sign(w), and -128·(-1) does not fit in a byte.
 //   - Q8_0x4 makes, for each of its four activations, the very terms and
 //     float additions of Q8_0, so each result is Q8_0's bit for bit.

@@ -12,7 +12,8 @@
 // magnitude, 128 included, is read unsigned (VPABSB). Pair sums are at
 // most 2·128·127 and do not saturate. The one input this gets wrong is an
 // activation code of -128 against a negative weight, which QuantizeQ8_0
-// never produces (its codes lie in -127..127). Four ALU operations a
+// never produces (its codes lie in -127..127; act.go gives a block too
+// small for a finite 1/d codes 0). Four ALU operations a
 // block and no shuffles, where widening both operands took four shuffles.
 // Clobbers Y13 and Y14.
 #define Q8ISUM(woff, xoff, R) \

@@ -20,7 +20,8 @@
 // weight's magnitudes and sign masks are formed once per block and shared
 // by the four activations of the x4 kernel. The precondition is the AVX2
 // kernels': an activation code of -128 against a negative weight does not
-// negate, and QuantizeQ8_0 never produces -128.
+// negate, and QuantizeQ8_0 never produces -128 (act.go: a block too small
+// for a finite 1/d gets codes 0).
 //
 // Reduction. The four such ZMM of eight blocks are reduced in two levels of
 // two non-destructive shuffles and one add each (VPUNPCKLDQ/VPUNPCKHDQ

@@ -244,7 +244,8 @@ func q8Terms(c *dotCase) (dot, mag float64) {
 }
 
 // q8Code maps an activation code into -127..127, the range QuantizeQ8_0
-// produces and the Q8_0 vector kernel assumes.
+// produces (TestQuantizeTinyBlocks covers the blocks too small for a
+// finite 1/d, whose codes are 0) and the Q8_0 vector kernel assumes.
 func q8Code(q int8) int8 { return max(q, -127) }
 
 // q8KCode maps an activation code into what the vector kernels of weight
@@ -997,4 +998,99 @@ func shorter[T any](s []T) []T {
 		return nil
 	}
 	return s[:len(s)-1]
+}
+
+// tinyActivationFloats returns nb blocks of size floats (32 or 256) whose
+// blocks have, by b mod 3, the largest |x| 2^-126 (the least normal),
+// 3e-37 with the first maximum negative, and the subnormal 2^-130: all too
+// small for a finite inverse scale (QuantizeQ8_0's 1/d, QuantizeQ8K's
+// -127/max). Each holds both signs, zeros of both signs and smaller
+// values. Where normal(b), block b holds random normal values instead.
+func tinyActivationFloats(r *rand.Rand, nb, size int, normal func(b int) bool) []float32 {
+	x := make([]float32, nb*size)
+	pattern := []float32{1, -1, 0, float32(math.Copysign(0, -1)), 0.5, -0.25, 0x1p-20, -0.7}
+	for b := range nb {
+		xb := x[b*size : (b+1)*size]
+		if normal(b) {
+			for i := range xb {
+				xb[i] = float32(r.NormFloat64())
+			}
+			continue
+		}
+		amax := []float32{0x1p-126, -3e-37, 0x1p-130}[b%3]
+		for i := range xb {
+			xb[i] = amax * pattern[(i+b)%len(pattern)]
+		}
+		xb[0] = amax
+	}
+	return x
+}
+
+// TestVectorKernelsTinyActivations holds the vector kernels to the pure-Go
+// ones on activations that QuantizeQ8_0 and QuantizeQ8K make of blocks too
+// small for a finite inverse scale, alone and between ordinary blocks, against
+// weight rows with negative codes and scales that keep the tiny blocks'
+// terms nonzero: the codes lie in -127..127 (the Q8_0 and IQ2_XXS vector
+// kernels' domain), each Q8_0 row kernel gives dotQ8_0Lanes (DotQ8_0's
+// terms in its own order) bit for bit and stays within its bound of
+// DotQ8_0, the four-token and tile kernels give the row kernel's bits, and
+// the K-quant kernels give the generic bits.
+func TestVectorKernelsTinyActivations(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 19))
+	const nb, nbK, tokens = 17, 5, 4
+	gen := quant.GenericKernels()
+
+	x := make([]quant.BlockQ8_0, tokens*nb)
+	// Token 1 mixes ordinary blocks in; the others are tiny throughout, so
+	// that no ordinary term absorbs the tiny ones.
+	quant.QuantizeQ8_0(tinyActivationFloats(r, tokens*nb, 32, func(b int) bool { return b/nb == 1 && b%2 == 0 }), x)
+	for b := range x {
+		require.GreaterOrEqual(t, slices.Min(x[b].Qs[:]), int8(-127), "Q8_0 block %d (d = %v)", b, x[b].D)
+	}
+	w, rowBytes := tileRows(r, nb)
+	for i := range quant.Q8_0TileRows { // scales that keep d_w·d_x nonzero for the tiny blocks
+		for b := range nb {
+			binary.LittleEndian.PutUint16(w[i*rowBytes+b*34:], quant.F32ToF16([]float32{1, -2, 0.5, 1000, -300}[(i+b)%5]))
+		}
+	}
+	y := make([]quant.BlockQ8K, tokens*nbK)
+	quant.QuantizeQ8K(tinyActivationFloats(r, tokens*nbK, quant.QK_K, func(b int) bool { return b/nbK == 1 && b%2 == 0 }), y)
+	for b := range y {
+		require.GreaterOrEqual(t, slices.Min(y[b].Qs[:]), int8(-127), "Q8_K block %d (d = %v)", b, y[b].D)
+	}
+
+	eachVectorSet(t, func(t *testing.T, vk quant.Kernels) {
+		for i := range quant.Q8_0TileRows {
+			row := w[i*rowBytes : (i+1)*rowBytes]
+			var got4 [4]float32
+			vk.Q8_0x4(row, x[:nb], x[nb:2*nb], x[2*nb:3*nb], x[3*nb:], &got4)
+			for tok := range tokens {
+				xt := x[tok*nb : (tok+1)*nb]
+				c := dotCase{name: fmt.Sprintf("row %d token %d", i, tok), w: row, q80: xt}
+				got := vk.Q8_0(row, xt)
+				require.Equal(t, math.Float32bits(dotQ8_0Lanes(row, xt)), math.Float32bits(got), "%s: Q8_0 %v, dotQ8_0Lanes %v", c.name, got, dotQ8_0Lanes(row, xt))
+				kernelFields[0].compare(t, &c, gen.Q8_0(row, xt), got)
+				require.Equal(t, math.Float32bits(got), math.Float32bits(got4[tok]), "%s: Q8_0x4 %v, Q8_0 %v", c.name, got4[tok], got)
+			}
+		}
+		if vk.PackQ8_0Tile != nil {
+			require.Empty(t, tileMismatch(runTile(vk, w, rowBytes, x, tokens), tileWant(w, rowBytes, x, tokens)), "Q8_0Tile")
+		}
+		for _, f := range kernelFields[1:4] { // Q2K, Q4K, IQ2XXS
+			bb := f.typ.BlockBytes()
+			wk := make([]byte, nbK*bb)
+			for i := range wk {
+				wk[i] = byte(r.IntN(256))
+			}
+			for b := range nbK {
+				for _, off := range f.scaleOffs {
+					binary.LittleEndian.PutUint16(wk[b*bb+off:], quant.F32ToF16([]float32{1, -2, 0.5, 1000}[(b+off)%4]))
+				}
+			}
+			for tok := range tokens {
+				c := dotCase{name: fmt.Sprintf("token %d", tok), w: wk, q8k: y[tok*nbK : (tok+1)*nbK]}
+				f.compare(t, &c, f.run(gen, &c), f.run(vk, &c))
+			}
+		}
+	})
 }
