@@ -156,7 +156,8 @@ func (s *Server) decodeChat(f fields, r *request) error {
 	r.tools = decodeTools(tools, nil)
 	choice, _ := decodeString(f["tool_choice"])
 	r.hasTools = schemasPresent(r.tools) && choice != "none"
-	return nil
+	r.force, err = decodeToolChoice(r, f["tool_choice"])
+	return err
 }
 
 // decodeMessages decodes an Anthropic Messages request (spec §5.3, §6.2).
@@ -244,6 +245,9 @@ func (s *Server) decodeMessages(f fields, r *request) error {
 		choiceNone = t == "none"
 	}
 	r.hasTools = schemasPresent(r.tools) && !choiceNone
+	if r.force, err = decodeToolChoice(r, f["tool_choice"]); err != nil {
+		return err
+	}
 	return s.validateResults(r, "Anthropic continuation state is not available for tool_use_id %s; retry by replaying the full messages history")
 }
 
@@ -371,19 +375,6 @@ func (s *Server) decodeResponses(f fields, r *request) error {
 	r.think = tc.mode(r.model, s.ctx)
 
 	r.toolNames = map[string]toolName{}
-	if raw, ok := f.get("tool_choice"); ok {
-		switch firstByte(raw) {
-		case '"':
-			c, _ := decodeString(raw)
-			switch c {
-			case "auto", "none":
-			default:
-				return &apiError{status: 400, message: "tool_choice=" + c + " not supported", param: "tool_choice"}
-			}
-		case '{':
-			return &apiError{status: 400, message: "forced tool_choice not supported", param: "tool_choice"}
-		}
-	}
 	choice, _ := decodeString(f["tool_choice"])
 	tools, _, err := f.array("tools")
 	if err != nil {
@@ -419,6 +410,9 @@ func (s *Server) decodeResponses(f fields, r *request) error {
 	}
 	r.tools = append(r.tools, loaded...)
 	r.hasTools = schemasPresent(r.tools) && choice != "none"
+	if r.force, err = decodeToolChoice(r, f["tool_choice"]); err != nil {
+		return err
+	}
 	return s.validateResults(r, "Responses continuation state is not available for call_id %s; retry by replaying the full input history")
 }
 

@@ -46,6 +46,7 @@ type request struct {
 	tools      []prompt.Tool
 	toolNames  map[string]toolName // Responses: model-side name → wire identity
 	hasTools   bool
+	force      *toolForce // forced tool choice, nil when not forced
 	think      prompt.Think
 	summaries  bool // Responses: reasoning summaries opted in
 	counting   bool // count_tokens: no output limit is read

@@ -149,6 +149,7 @@ type Server struct {
 	closed atomic.Bool
 	wg     sync.WaitGroup // the worker
 	start  time.Time
+	vocab  *vocabBytes // token texts for forced tool choice, built on first use by the worker
 }
 
 // New returns a Server for cfg and starts its worker.

@@ -204,6 +204,7 @@ type gen struct {
 
 	stream    *dsml.Stream  // chat-kind streaming
 	tracker   *dsml.Tracker // with tools: greedy structure, block end
+	force     *forcer       // forced tool choice (force.go)
 	streamIDs []string      // tool-call ids streamed live, by call index
 
 	// Logprobs, when requested: per generated token the sampled token,
@@ -291,6 +292,10 @@ func (g *gen) run() {
 	}
 	if r.stream && r.api != apiCompletions {
 		g.stream = dsml.NewStream(dsml.StreamOptions{Thinking: g.thinking, Tools: r.hasTools})
+	}
+	if aerr := g.forceCheck(g.tokenLimit()); aerr != nil {
+		g.fail(aerr)
+		return
 	}
 	if r.stream {
 		g.em.begin(g)
@@ -385,11 +390,7 @@ var thinkingParams = sample.Params{Temperature: 1, TopK: 0, TopP: 1, MinP: 0.05}
 func (g *gen) generate() {
 	s, r := g.s, g.r
 	sess := s.sess
-	limit := r.maxTokens
-	if limit < 0 {
-		limit = s.cfg.DefaultMaxTokens
-	}
-	limit = min(limit, s.ctx-sess.Pos())
+	limit := g.tokenLimit()
 	sampler := sample.New(r.sampling)
 	base := sampler.Params()
 	if g.thinking {
@@ -409,7 +410,12 @@ func (g *gen) generate() {
 		if g.tracker != nil && g.tracker.State().Greedy() {
 			p.Temperature = 0
 		}
-		tok := sampler.SampleWith(sess.Logits(), p)
+		var tok int
+		if g.force != nil && !g.force.failed {
+			tok = g.force.next(sampler, sess.Logits(), p, limit-g.completion)
+		} else {
+			tok = sampler.SampleWith(sess.Logits(), p)
+		}
 		if tok == s.eos {
 			g.finish = "stop"
 			break
@@ -426,6 +432,9 @@ func (g *gen) generate() {
 		g.raw = append(g.raw, text...)
 		if g.tracker != nil {
 			g.tracker.Write(string(text))
+		}
+		if g.force != nil {
+			g.force.advance(text)
 		}
 		end := g.completion >= limit
 		if g.checkStops(prev) {
@@ -450,6 +459,15 @@ func (g *gen) generate() {
 	if g.stream != nil {
 		g.em.events(g, g.stream.Close())
 	}
+}
+
+// tokenLimit returns how many tokens the turn may generate.
+func (g *gen) tokenLimit() int {
+	limit := g.r.maxTokens
+	if limit < 0 {
+		limit = g.s.cfg.DefaultMaxTokens
+	}
+	return min(limit, g.s.ctx-g.s.sess.Pos())
 }
 
 // recordLogprobs records the logprob of tok and the top alternatives
