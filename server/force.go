@@ -71,6 +71,27 @@ type forceTool struct {
 type forceParam struct {
 	name string
 	json bool // string="false"
+	// kind is the schema type of a JSON value: 'i' integer, 'n' number,
+	// 'b' boolean, 'o' object, 'a' array, 'z' null, 0 any.
+	kind byte
+}
+
+// jsonKinds maps schema types to forceParam kinds.
+var jsonKinds = map[string]byte{"integer": 'i', "number": 'n', "boolean": 'b', "object": 'o', "array": 'a', "null": 'z'}
+
+// emptyJSON returns the shortest value of a kind.
+func emptyJSON(kind byte) string {
+	switch kind {
+	case 'i', 'n':
+		return "0"
+	case 'b':
+		return "false"
+	case 'o':
+		return "{}"
+	case 'a':
+		return "[]"
+	}
+	return "null"
 }
 
 // decodeToolChoice reads the forced tool choice of a request whose tools
@@ -160,7 +181,7 @@ func forceTools(tools []prompt.Tool) []forceTool {
 		for name, prop := range p.Properties {
 			var typ string
 			_ = json.Unmarshal(prop.Type, &typ)
-			ft.params = append(ft.params, forceParam{name: name, json: typ != "string"})
+			ft.params = append(ft.params, forceParam{name: name, json: typ != "string", kind: jsonKinds[typ]})
 		}
 		slices.SortFunc(ft.params, func(a, b forceParam) int { return cmpString(a.name, b.name) })
 		ft.params = ft.params[:min(len(ft.params), maxForceParams)]
@@ -278,6 +299,7 @@ type fstate struct {
 	esc    uint8 // jStr: 1 after '\', 2..5 hex digits of \u read + 2
 	lit    uint8
 	lk     uint8 // jLit progress
+	kind   byte  // the value's forceParam kind
 	num    uint8
 	nd     uint8 // digits in the number's current part
 	strK   uint8 // jStr: progress of a parameter closer inside the string
@@ -402,7 +424,7 @@ func (st *fstate) choose(a int) {
 		st.ph = phRaw
 		return
 	}
-	st.ph, st.depth, st.js = phJSON, 0, jValue
+	st.ph, st.depth, st.js, st.kind = phJSON, 0, jValue, st.tools[st.tool].params[a].kind
 }
 
 // progress returns the progress in matching lit after byte b, given k bytes
@@ -421,6 +443,9 @@ func progress(k int, b byte, lit string) int {
 func (st *fstate) feedJSON(b byte) bool {
 	switch st.js {
 	case jValue, jArrFirst:
+		if st.depth == 0 && !kindStarts(st.kind, b) {
+			return false
+		}
 		if st.js == jArrFirst && b == ']' {
 			st.depth--
 			st.valueDone()
@@ -542,6 +567,7 @@ func (st *fstate) feedJSON(b byte) bool {
 			}
 		case nZero, nInt:
 			switch {
+			case st.kind == 'i' && st.depth == 0 && !digit:
 			case digit && st.num == nInt:
 				next = nInt
 			case b == '.':
@@ -592,6 +618,23 @@ func (st *fstate) feedJSON(b byte) bool {
 		if st.closeK++; int(st.closeK) == len(paramClose) {
 			st.ph = phSep
 		}
+	}
+	return true
+}
+
+// kindStarts reports whether a value of kind may start with b.
+func kindStarts(kind, b byte) bool {
+	switch kind {
+	case 'i', 'n':
+		return b == '-' || b >= '0' && b <= '9'
+	case 'b':
+		return b == 't' || b == 'f'
+	case 'o':
+		return b == '{'
+	case 'a':
+		return b == '['
+	case 'z':
+		return b == 'n'
 	}
 	return true
 }
@@ -656,17 +699,16 @@ func appendClosing(dst []byte, st fstate) []byte {
 					best = i
 				}
 			}
-			isJSON := st.ph == phParam && st.acts[best] >= 0 && st.tools[st.tool].params[st.acts[best]].json
+			empty := ""
+			if a := st.acts[best]; st.ph == phParam && a >= 0 && st.tools[st.tool].params[a].json {
+				empty = emptyJSON(st.tools[st.tool].params[a].kind)
+			}
 			s = st.cands[best][st.n:]
 			dst = append(dst, s...)
 			for i := 0; i < len(s); i++ {
 				st.feed(s[i])
 			}
-			if isJSON {
-				s = "null"
-				break
-			}
-			continue
+			s = empty
 		case phRaw:
 			s = paramClose[st.k:]
 		case phJSON:
@@ -693,7 +735,11 @@ func (st *fstate) appendJSONClosing(dst []byte) []byte {
 	case jCloser:
 		return append(dst, paramClose[st.closeK:]...)
 	case jValue:
-		dst = append(dst, "null"...)
+		if st.depth == 0 {
+			dst = append(dst, emptyJSON(st.kind)...)
+		} else {
+			dst = append(dst, "null"...)
+		}
 	case jObjKey:
 		dst = append(dst, `"":null`...)
 	case jColon:
@@ -774,13 +820,16 @@ func newForcer(g *gen) *forcer {
 	fc := &forcer{s: g.s, st: newFState(f, names, acts, g.thinking), seg: map[string]int{}}
 	// The segments of closings between special tokens whose exact counts
 	// tighten the budget bound.
-	segs := []string{"\n\n<", "tool_calls>\n<", "</", "null</", "parameter>\n</", "invoke>\n</", "tool_calls>"}
+	segs := []string{"\n\n<", "tool_calls>\n<", "</", "null</", "0</", "false</", "{}</", "[]</", "parameter>\n</", "invoke>\n</", "tool_calls>"}
 	for _, t := range f.tools {
 		segs = append(segs, `invoke name="`+dsml.EscapeAttr(t.name)+"\">\n<", `invoke name="`+dsml.EscapeAttr(t.name)+"\">\n</")
-		for _, c := range t.cands {
+		for i, c := range t.cands {
 			if c != forceClose {
 				rest := c[len(dsml.ParameterOpen)-len("parameter"):]
-				segs = append(segs, rest+"</", rest+"null</")
+				segs = append(segs, rest+"</")
+				if a := t.acts[i]; a >= 0 {
+					segs = append(segs, rest+emptyJSON(t.params[a].kind)+"</")
+				}
 			}
 		}
 	}
