@@ -94,5 +94,25 @@
 //   - Chat Completions logprobs (logprobs, top_logprobs ≤ 20) cover every
 //     generated token, reasoning and tool-call tokens included, computed
 //     from the unscaled logits, and are not available when streaming
-//     (400); top_logprobs requires logprobs: true, as with OpenAI.
+//     (400); top_logprobs requires logprobs: true, as with OpenAI;
+//   - a forced tool choice is honoured (upstream and, as far as we know,
+//     no other engine of this model does it; upstream treats it as auto
+//     or, on /v1/responses, answers 400): tool_choice "required" or
+//     {"type":"function",…} on chat and Responses, {"type":"any"} or
+//     {"type":"tool","name":…} on Messages. After any reasoning the turn
+//     is constrained to one DSML call of an offered tool (the named one)
+//     whose parameters are the schema's top-level properties, each at most
+//     once, required ones before the invoke closes, string properties as
+//     string="true" text and the others as compact JSON of the declared
+//     type (numbers up to 15 digits per part, exponents up to 2, nesting
+//     up to 16), so the arguments are always a JSON object; a schema
+//     without properties gives {}. Fixed structure is forced as canonical
+//     tokens, the rest is masked per token and sampled as usual, EOS is
+//     masked, and when max_tokens or the context left only holds the
+//     shortest completion of the call it is forced (the required
+//     properties then waived), so the reply always ends with finish_reason
+//     tool_calls / stop_reason tool_use / a function_call item. Stop
+//     sequences do not apply to a forced turn. A forced choice naming an
+//     unknown tool, without tools, or with a budget too small for the
+//     shortest call is a 400 (param tool_choice or max_tokens).
 package server

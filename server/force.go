@@ -30,9 +30,10 @@ import (
 // properties of type "string" and string="false" otherwise; the invoke may
 // close only once the schema's required properties are present. A
 // string="true" VALUE is any text without the parameter closer; a
-// string="false" VALUE is compact JSON (no whitespace outside strings,
-// nesting up to maxForceDepth, no parameter closer inside strings), so the
-// arguments always form a JSON object. Where the grammar allows one
+// string="false" VALUE is compact JSON of the property's schema type (no
+// whitespace outside strings, nesting up to maxForceDepth, numbers that fit
+// a float64, no parameter closer inside strings), so the arguments always
+// form a JSON object. One call per block: parallel calls are not forced. Where the grammar allows one
 // continuation only, its canonical tokens are forced (fed as if sampled);
 // elsewhere the logits of the tokens whose bytes leave the grammar are
 // masked, and EOS is masked throughout. Each step also keeps enough tokens
@@ -966,13 +967,16 @@ func (f *forcer) mask(logits []float32) {
 		st := f.st
 		first[b] = st.feed(byte(b))
 	}
+	// Outside a partial closer, a string value takes any token without a
+	// '<' unchanged.
+	plain := f.st.ph == phRaw && f.st.k == 0
 	for id := range f.masked {
 		b := f.s.vocab.token(id)
 		if len(b) == 0 || !first[b[0]] || id == f.s.eos {
 			f.masked[id] = inf
 			continue
 		}
-		if len(b) == 1 {
+		if len(b) == 1 || plain && bytes.IndexByte(b, '<') < 0 {
 			continue
 		}
 		st := f.st

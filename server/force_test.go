@@ -282,3 +282,30 @@ func TestForceBudget(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkForceMask measures one grammar mask over the vocabulary in a
+// string value, a JSON value and the parameter choice.
+func BenchmarkForceMask(b *testing.B) {
+	ts := tinyServer(b, 1024, nil)
+	r := &request{api: apiChat, tools: []prompt.Tool{{Schema: `{"name":"f","parameters":{"properties":{"s":{"type":"string"},"j":{}}}}`}}}
+	f, err := decodeToolChoice(r, json.RawMessage(`"required"`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	logits := make([]float32, ts.tok.VocabSize())
+	for _, c := range []struct{ name, text string }{
+		{"string", "f\">\n" + dsml.ParameterOpen + ` name="s" string="true">abc`},
+		{"json", "f\">\n" + dsml.ParameterOpen + ` name="j" string="false">{"a":[1,`},
+		{"choice", "f\">\n"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			fc := newForcer(&gen{s: ts.Server, r: &request{force: f}})
+			if !feedString(&fc.st, forceOpen+c.text) {
+				b.Fatal("rejected")
+			}
+			for b.Loop() {
+				fc.mask(logits)
+			}
+		})
+	}
+}
