@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -280,5 +282,48 @@ func TestForcedToolChoiceMessages(t *testing.T) {
 			t.Fatalf("%v stream: %v", tc, err)
 		}
 		check("messages stream", &acc)
+	}
+}
+
+// TestForcedToolChoiceMinimalBudget asks for a forced call with too few
+// tokens (400 naming the minimum) and then with exactly the minimum, which
+// must still give a complete call.
+func TestForcedToolChoiceMinimalBudget(t *testing.T) {
+	ts := tinyServer(t, 2048, nil)
+	cl := openaiClient(ts)
+	ctx := context.Background()
+	for _, tc := range []forcedCase{
+		{tools: []forcedTool{forcedWeather, forcedSearch}, seed: 7},
+		{tools: []forcedTool{forcedSearch}, think: true, seed: 8},
+	} {
+		params := openai.ChatCompletionNewParams{
+			Model:           "deepseek-v4-flash",
+			Messages:        []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Go.")},
+			Tools:           tc.openaiTools(),
+			MaxTokens:       openai.Int(3),
+			Seed:            openai.Int(tc.seed),
+			ReasoningEffort: tc.effort(),
+			ToolChoice:      openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")},
+		}
+		_, err := cl.Chat.Completions.New(ctx, params)
+		var apiErr *openai.Error
+		need := 0
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "max_tokens" {
+			t.Fatalf("%v: %v", tc, err)
+		}
+		if _, err := fmt.Sscanf(apiErr.Message[strings.LastIndex(apiErr.Message, " ")+1:], "%d", &need); err != nil || need <= 3 {
+			t.Fatalf("%v: message %q", tc, apiErr.Message)
+		}
+		params.MaxTokens = openai.Int(int64(need))
+		resp, err := cl.Chat.Completions.New(ctx, params)
+		if err != nil {
+			t.Fatalf("%v: %v", tc, err)
+		}
+		ch := resp.Choices[0]
+		if ch.FinishReason != "tool_calls" || resp.Usage.CompletionTokens > int64(need) || len(ch.Message.ToolCalls) != 1 {
+			t.Fatalf("%v max_tokens %d: %s", tc, need, resp.RawJSON())
+		}
+		tc.check(t, "minimal", 1, ch.Message.ToolCalls[0].Function.Name, ch.Message.ToolCalls[0].Function.Arguments)
+		t.Logf("%v: minimum %d, used %d", tc, need, resp.Usage.CompletionTokens)
 	}
 }
