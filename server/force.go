@@ -835,7 +835,7 @@ func newForcer(g *gen) *forcer {
 		}
 	}
 	for _, s := range segs {
-		fc.seg[s] = len(g.s.tok.Encode(s))
+		fc.seg[s] = len(g.s.tok.EncodeSpecial(s))
 	}
 	return fc
 }
@@ -885,6 +885,10 @@ func (f *forcer) minTokens() int { return f.closingBound(f.st) }
 func (f *forcer) next(sampler *sample.Sampler, logits []float32, p sample.Params, remaining int) int {
 	if len(f.queue) == 0 {
 		f.plan(logits, sampler, p, remaining)
+	}
+	if len(f.queue) == 0 { // the call is complete: nothing is forced
+		f.failed = true
+		return sampler.SampleWith(logits, p)
 	}
 	tok := f.queue[0]
 	f.queue = f.queue[1:]
