@@ -124,6 +124,12 @@ func TestOpenAndReadFile(t *testing.T) {
 			require.NoError(t, os.WriteFile(short, []byte("GGUF"), 0o644))
 			_, err = tc.open(short)
 			require.ErrorIs(t, err, ErrTruncated)
+
+			// A directory is named as one, not left to the mapping's
+			// "no such device".
+			dir := t.TempDir()
+			_, err = tc.open(dir)
+			require.ErrorContains(t, err, dir+" is a directory, not a GGUF file")
 		})
 	}
 }

@@ -106,6 +106,13 @@ func open(path string, load func(*os.File, int) ([]byte, func() error, error), v
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
+	if !st.Mode().IsRegular() {
+		what := "not a regular file"
+		if st.IsDir() {
+			what = "a directory"
+		}
+		return nil, fmt.Errorf("gguf: %s is %s, not a GGUF file", path, what)
+	}
 	if st.Size() < headerSize {
 		return nil, fmt.Errorf("gguf: %s: %w", path, &FormatError{0, "header", fmt.Errorf("file is %d bytes: %w", st.Size(), ErrTruncated)})
 	}
