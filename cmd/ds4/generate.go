@@ -13,9 +13,11 @@ import (
 
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/prompt"
 	"github.com/ds4-go/ds4/engine/sample"
 	"github.com/ds4-go/ds4/engine/tokenizer"
+	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/steering"
 )
 
@@ -61,28 +63,31 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	fs.StringVar(&g.steerFile, "dir-steering-file", "", "directional steering vector FILE (.f32)")
 	fs.Float64Var(&g.steerFFN, "dir-steering-ffn", 0, "steering scale at the FFN output in [-100, 100] (1 when only a file is given)")
 	fs.Float64Var(&g.steerAttn, "dir-steering-attn", 0, "steering scale at the attention output in [-100, 100]")
+	fs.StringVar(&g.system, "sys", prompt.CompletionSystem, "upstream's spelling of --system")
+	fs.MarkHidden("sys")
 	im := addImatrixFlags(fs)
 	perplexity := fs.String("perplexity-file", "", "score FILE's plain text teacher-forced after a 32-token prefix and print its NLL and perplexity")
-	// Upstream spells the system flag -sys; pflag shorthands are one letter.
-	for i, a := range args {
-		if a == "-sys" {
-			args[i] = "--system"
-		}
+	cli.AddUpstream(fs, upstreamFlags()...)
+	if err := cli.Parse(fs, args); err != nil {
+		return usageError{err}
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := cli.CheckUpstream(fs, stderr, "ds4", upstreamFlags()...); err != nil {
 		return usageError{err}
 	}
 	if err := g.validate(fs); err != nil {
 		return usageError{err}
 	}
+	if err := im.validate(fs, &g); err != nil {
+		return usageError{err}
+	}
+	if err := validatePerplexity(fs, &g, *perplexity); err != nil {
+		return usageError{err}
+	}
 	if im.requested() {
-		return runImatrix(&g, im, fs, stderr)
+		return runImatrix(&g, im, stderr)
 	}
 	if *perplexity != "" {
-		return runPerplexity(&g, *perplexity, fs, stdout, stderr)
-	}
-	if g.dumpLogprobs != "" && !fs.Changed("prompt") && g.promptFile == "" {
-		return usageError{errors.New("--dump-logprobs needs a prompt (-p or --prompt-file)")}
+		return runPerplexity(&g, *perplexity, stdout, stderr)
 	}
 	if !fs.Changed("prompt") && g.promptFile == "" {
 		return runREPL(&g, stdin, stdout, stderr, h)
@@ -91,12 +96,15 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	if g.promptFile != "" {
 		b, err := os.ReadFile(g.promptFile)
 		if err != nil {
-			return err
+			return fmt.Errorf("--prompt-file: %w", err)
 		}
 		text = string(b)
 	}
 	if text == "" {
-		return usageError{errors.New("the prompt is empty")}
+		if g.promptFile != "" {
+			return usageError{fmt.Errorf("--prompt-file %s: the file is empty", g.promptFile)}
+		}
+		return usageError{errors.New(`-p "": the prompt is empty`)}
 	}
 
 	m, tok, err := g.load(stderr)
@@ -201,12 +209,18 @@ func (g *genFlags) sampler() *sample.Sampler {
 	return sample.New(params)
 }
 
+// minContext is the smallest --ctx that generates anything: one prompt
+// token and one generated token.
+const minContext = 2
+
+// validate checks the flags of generation, naming the flag and the value
+// at fault, before anything is loaded.
 func (g *genFlags) validate(fs *pflag.FlagSet) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if g.prompt != "" && g.promptFile != "" {
-		return errors.New("specify only one prompt source")
+	if fs.Changed("prompt") && g.promptFile != "" {
+		return errors.New("-p and --prompt-file: specify only one prompt source")
 	}
 	n := 0
 	for _, b := range []bool{g.think, g.thinkMax, g.nothink} {
@@ -217,17 +231,48 @@ func (g *genFlags) validate(fs *pflag.FlagSet) error {
 	if n > 1 {
 		return errors.New("--think, --think-max and --nothink exclude each other")
 	}
-	if g.tokens <= 0 || g.ctx <= 1 || g.threads < 0 {
-		return errors.New("-n and --ctx must be positive")
-	}
-	p := sample.Defaults()
-	p.Temperature, p.TopP, p.MinP = g.temp, g.topP, g.minP
-	if err := p.Validate(); err != nil {
-		return err
+	// No DS4 model takes more than Flash's context; a model's own may be
+	// smaller, which openModel checks.
+	maxContext := layout.Flash().ContextLength
+	switch {
+	case g.tokens <= 0:
+		return cli.FlagError(fs, "tokens", "must be at least 1")
+	case g.ctx < minContext:
+		return cli.FlagError(fs, "ctx", "must be at least %d (one prompt token and one generated token)", minContext)
+	case g.ctx > maxContext:
+		return cli.FlagError(fs, "ctx", "must be at most %d, the DS4 context length", maxContext)
+	case g.threads < 0:
+		return cli.FlagError(fs, "threads", "must be at least 0 (0: one thread per CPU)")
+	case !(g.temp >= 0 && g.temp <= sample.MaxTemperature):
+		return cli.FlagError(fs, "temp", "must be in [0, %d]", sample.MaxTemperature)
+	case !(g.topP >= 0 && g.topP <= 1):
+		return cli.FlagError(fs, "top-p", "must be in [0, 1]")
+	case !(g.minP >= 0 && g.minP <= 1):
+		return cli.FlagError(fs, "min-p", "must be in [0, 1]")
+	case g.dumpLogprobs != "" && !fs.Changed("prompt") && g.promptFile == "":
+		return fmt.Errorf("--dump-logprobs %s: needs a prompt (-p or --prompt-file)", g.dumpLogprobs)
 	}
 	ffn, attn, err := steering.Scales(g.steerFile, g.steerFFN, g.steerAttn, fs.Changed("dir-steering-ffn"), fs.Changed("dir-steering-attn"))
+	if err != nil {
+		return err
+	}
 	g.steerFFN, g.steerAttn = float64(ffn), float64(attn)
-	return err
+	if ffn != 0 || attn != 0 {
+		if err := cli.InputFile("dir-steering-file", g.steerFile); err != nil {
+			return err
+		}
+	}
+	for _, c := range []struct{ name, path string }{{"model", g.model}, {"prompt-file", g.promptFile}} {
+		if err := cli.InputFile(c.name, c.path); err != nil {
+			return err
+		}
+	}
+	for _, c := range []struct{ name, path string }{{"trace", g.trace}, {"dump-logprobs", g.dumpLogprobs}} {
+		if err := cli.OutputFile(c.name, c.path); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // options returns the session options for a context of ctx tokens.
@@ -259,6 +304,13 @@ func (g *genFlags) openModel(stderr io.Writer) (*engine.Model, error) {
 	m, opened, err := engine.OpenDefault(g.model)
 	if err != nil {
 		return nil, err
+	}
+	if max := m.Params.ContextLength; max > 0 && g.ctx > max {
+		name := opened
+		if name == "" {
+			name = "the built-in tiny model"
+		}
+		return nil, usageError{fmt.Errorf("--ctx %d: must be at most %d, the context length of %s", g.ctx, max, name)}
 	}
 	if opened == "" {
 		fmt.Fprintf(stderr, "ds4: no -m and no ./%s: using the built-in tiny synthetic model (random weights, gibberish output)\n", defaultModel)

@@ -11,6 +11,7 @@ import (
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/internal/cli"
 )
 
 // imatrixFlags are the flags of imatrix collection (spec/harness.md §7.2).
@@ -32,24 +33,38 @@ func addImatrixFlags(fs *pflag.FlagSet) *imatrixFlags {
 // requested reports whether imatrix collection was asked for.
 func (im *imatrixFlags) requested() bool { return im.dataset != "" || im.out != "" }
 
-// runImatrix collects an importance matrix over the dataset's prompts with
-// the model, context and threads of g, and writes it.
-func runImatrix(g *genFlags, im *imatrixFlags, fs *pflag.FlagSet, stderr io.Writer) error {
+// validate checks the imatrix flags before anything is loaded.
+func (im *imatrixFlags) validate(fs *pflag.FlagSet, g *genFlags) error {
+	if !im.requested() {
+		return nil
+	}
 	switch {
 	case im.dataset == "" || im.out == "":
-		return usageError{errors.New("--imatrix-dataset and --imatrix-out must be given together")}
+		return errors.New("--imatrix-dataset and --imatrix-out must be given together")
 	case fs.Changed("prompt") || g.promptFile != "":
-		return usageError{errors.New("--imatrix-dataset takes no prompt (-p or --prompt-file)")}
-	case im.maxPrompts < 0 || im.maxTokens < 0:
-		return usageError{errors.New("--imatrix-max-prompts and --imatrix-max-tokens must not be negative")}
+		return errors.New("--imatrix-dataset takes no prompt (-p or --prompt-file)")
+	case im.maxPrompts < 0:
+		return cli.FlagError(fs, "imatrix-max-prompts", "must be at least 0 (0: all)")
+	case im.maxTokens < 0:
+		return cli.FlagError(fs, "imatrix-max-tokens", "must be at least 0 (0: unlimited)")
 	}
+	if err := cli.InputFile("imatrix-dataset", im.dataset); err != nil {
+		return err
+	}
+	return cli.OutputFile("imatrix-out", im.out)
+}
+
+// runImatrix collects an importance matrix over the dataset's prompts with
+// the model, context and threads of g, and writes it.
+// The flags are checked (validate) beforehand.
+func runImatrix(g *genFlags, im *imatrixFlags, stderr io.Writer) error {
 	b, err := os.ReadFile(im.dataset)
 	if err != nil {
 		return fmt.Errorf("imatrix dataset: %w", err)
 	}
 	texts := harness.SplitImatrixDataset(string(b))
 	if len(texts) == 0 {
-		return fmt.Errorf("imatrix dataset %s has no prompts", im.dataset)
+		return fmt.Errorf("--imatrix-dataset %s: has no prompts", im.dataset)
 	}
 	m, err := g.openModel(stderr)
 	if err != nil {

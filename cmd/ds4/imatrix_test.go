@@ -29,8 +29,9 @@ func TestImatrixUsage(t *testing.T) {
 		{"dataset alone", []string{"--imatrix-dataset", data}, 2, "--imatrix-dataset and --imatrix-out must be given together"},
 		{"out alone", []string{"--imatrix-out", out}, 2, "must be given together"},
 		{"with a prompt", []string{"--imatrix-dataset", data, "--imatrix-out", out, "-p", "hi"}, 2, "takes no prompt"},
-		{"negative limit", []string{"--imatrix-dataset", data, "--imatrix-out", out, "--imatrix-max-tokens", "-1"}, 2, "must not be negative"},
-		{"missing dataset", []string{"--imatrix-dataset", filepath.Join(dir, "none.txt"), "--imatrix-out", out}, 1, "imatrix dataset: open"},
+		{"negative limit", []string{"--imatrix-dataset", data, "--imatrix-out", out, "--imatrix-max-tokens", "-1"}, 2, "--imatrix-max-tokens -1: must be at least 0"},
+		{"missing dataset", []string{"--imatrix-dataset", filepath.Join(dir, "none.txt"), "--imatrix-out", out}, 2, "--imatrix-dataset " + filepath.Join(dir, "none.txt") + ": no such file"},
+		{"missing out dir", []string{"--imatrix-dataset", data, "--imatrix-out", filepath.Join(dir, "no", "out.dat")}, 2, "no such directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCmd("", tc.args...)

@@ -100,10 +100,10 @@ func TestGenerateErrors(t *testing.T) {
 	}{
 		{[]string{"-p", "", "--nothink"}, 2, "prompt is empty"},
 		{[]string{"-p", "x", "--prompt-file", "f"}, 2, "only one prompt source"},
-		{[]string{"-p", "x", "--temp", "-1"}, 2, "temperature"},
+		{[]string{"-p", "x", "--temp", "-1"}, 2, "--temp -1: must be in [0, 100]"},
 		{[]string{"-p", "x", "--think", "--nothink"}, 2, "exclude each other"},
-		{[]string{"-p", "x", "-n", "0"}, 2, "must be positive"},
-		{[]string{"-p", "x", "-m", "/nonexistent.gguf"}, 1, "no such file"},
+		{[]string{"-p", "x", "-n", "0"}, 2, "--tokens 0: must be at least 1"},
+		{[]string{"-p", "x", "-m", "/nonexistent.gguf"}, 2, "--model /nonexistent.gguf: no such file"},
 		{[]string{"--bogus"}, 2, "unknown flag"},
 	}
 	for _, c := range cases {
@@ -115,6 +115,90 @@ func TestGenerateErrors(t *testing.T) {
 	code, _, errOut := runCmd("", "-p", strings.Repeat("word ", 40), "--ctx", "16")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "does not fit")
+}
+
+// TestUsageBeforeLoading checks that every bad command line fails with
+// status 2 and a message naming the flag and its value, before the model
+// is loaded (no tiny-model or buffer-estimate line on stderr).
+func TestUsageBeforeLoading(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--ctx", "1", "-p", "hi"}, "--ctx 1: must be at least 2"},
+		{[]string{"--ctx", "0"}, "--ctx 0: must be at least 2"},
+		{[]string{"-t", "-1", "-p", "hi"}, "--threads -1: must be at least 0"},
+		{[]string{"-n", "-5", "-p", "hi"}, "--tokens -5: must be at least 1"},
+		{[]string{"--ctx", "100000000", "-p", "hi"}, "--ctx 100000000: must be at most 1048576"},
+		{[]string{"--ctx", "100000000"}, "--ctx 100000000: must be at most 1048576"}, // the chat too
+		{[]string{"-m", dir, "-p", "hi"}, "--model " + dir + ": is a directory, not a file"},
+		{[]string{"--prompt-file", "/nope.txt"}, "--prompt-file /nope.txt: no such file"},
+		{[]string{"-temp", "-1", "-p", "hi"}, "--temp -1: must be in [0, 100]"},
+		{[]string{"--top-p", "2", "-p", "hi"}, "--top-p 2: must be in [0, 1]"},
+		{[]string{"--min-p", "NaN", "-p", "hi"}, "--min-p NaN: must be in [0, 1]"},
+		{[]string{"-p", "hi", "--trace", "/no/such/dir/t.log"}, "--trace /no/such/dir/t.log: no such directory"},
+		{[]string{"-p", "hi", "--dump-logprobs", dir}, "--dump-logprobs " + dir + ": is a directory"},
+		{[]string{"-p", "hi", "--dir-steering-file", "none.f32"}, "--dir-steering-file none.f32: no such file"},
+		// Upstream's flags for features this build lacks are refused by
+		// name, never "unknown flag".
+		{[]string{"-p", "hi", "--mtp", "mtp.gguf"}, "--mtp mtp.gguf: not in this build"},
+		{[]string{"-p", "hi", "--mtp-draft", "2"}, "--mtp-draft 2: not in this build"},
+		{[]string{"-p", "hi", "--mtp-margin", "3"}, "--mtp-margin 3: not in this build"},
+		{[]string{"-p", "hi", "--metal"}, "--metal: the Metal backend is not in this build"},
+		{[]string{"-p", "hi", "--cuda"}, "--cuda: the CUDA backend is not in this build"},
+		{[]string{"-p", "hi", "--backend", "metal"}, "--backend metal: not in this build"},
+		{[]string{"--inspect"}, "--inspect: not in this build: ds4-quant inspect"},
+		{[]string{"--dump-tokens", "-p", "hi"}, "--dump-tokens: not in this build: ds4 tokenize --special"},
+		{[]string{"--server"}, "--server: use ds4-server"},
+		{[]string{"--head-test"}, "--head-test: not in this build"},
+		{[]string{"--metal-graph-generate"}, "--metal-graph-generate: removed upstream"},
+		{[]string{"-p", "hi", "--dump-logits", "l.bin"}, "--dump-logits l.bin: not in this build"},
+	} {
+		code, out, errOut := runCmd("", c.args...)
+		require.Equal(t, 2, code, "%q: %s", c.args, errOut)
+		require.Contains(t, errOut, c.msg, "%q", c.args)
+		require.NotContains(t, errOut, "unknown flag", "%q", c.args)
+		require.NotContains(t, errOut, "tiny synthetic model", "%q loaded the model", c.args)
+		require.NotContains(t, errOut, "context buffers", "%q", c.args)
+		require.Empty(t, out, "%q", c.args)
+	}
+
+	// A context the DS4 shape allows but the model does not is refused
+	// once the model is open, before the buffer estimate.
+	code, _, errOut := runCmd("", "--ctx", "100000", "-p", "hi")
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, "--ctx 100000: must be at most 65536, the context length of the built-in tiny model")
+	require.NotContains(t, errOut, "context buffers")
+}
+
+// TestUpstreamSpellings runs command lines written for upstream ds4:
+// single-dash long flags and flags that mean nothing on this build.
+func TestUpstreamSpellings(t *testing.T) {
+	t.Chdir(t.TempDir())
+	base := []string{"-p", "Hello", "-n", "4", "--nothink", "--ctx", "128"}
+	code, want, errOut := runCmd("", append(base, "--temp", "0")...)
+	require.Equal(t, 0, code, errOut)
+	for _, c := range []struct {
+		args    []string
+		notices []string
+	}{
+		{[]string{"-temp", "0"}, nil},
+		{[]string{"-temp=0", "-sys", "You are a helpful assistant"}, nil},
+		{[]string{"--temp", "0", "--cpu", "--backend", "cpu"}, nil},
+		{[]string{"--temp", "0", "--power", "50", "--quality", "--ssd-streaming", "--prefill-chunk", "512"}, []string{
+			"ds4: --power 50: ignored", "ds4: --quality: ignored", "ds4: --ssd-streaming: ignored", "ds4: --prefill-chunk 512: ignored",
+		}},
+	} {
+		code, out, errOut := runCmd("", append(base, c.args...)...)
+		require.Equal(t, 0, code, "%q: %s", c.args, errOut)
+		require.Equal(t, want, out, "%q", c.args)
+		for _, n := range c.notices {
+			require.Contains(t, errOut, n+": ", "%q", c.args)
+		}
+		require.Equal(t, len(c.notices), strings.Count(errOut, ": ignored"), "%q: %s", c.args, errOut)
+	}
 }
 
 func TestSteeringFlags(t *testing.T) {

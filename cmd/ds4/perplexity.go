@@ -12,6 +12,7 @@ import (
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/progress"
 )
 
@@ -19,14 +20,26 @@ import (
 // starts, as upstream's fixed prefix.
 const perplexityPrefix = 32
 
+// validatePerplexity checks the flags of --perplexity-file, when given,
+// before anything is loaded.
+func validatePerplexity(fs *pflag.FlagSet, g *genFlags, path string) error {
+	switch {
+	case path == "":
+		return nil
+	case fs.Changed("prompt") || g.promptFile != "":
+		return errors.New("--perplexity-file does not use -p/--prompt-file")
+	case g.ctx <= perplexityPrefix:
+		return cli.FlagError(fs, "ctx", "must be more than %d with --perplexity-file (the fixed prefix)", perplexityPrefix)
+	}
+	return cli.InputFile("perplexity-file", path)
+}
+
 // runPerplexity is upstream's --perplexity-file (spec cli.md §1.6): the
 // file is tokenized as plain text, its first 32 tokens are prefilled and
 // the following ones, at most -n and ctx − 32 of them, are scored
 // teacher-forced; one line of totals goes to stdout.
-func runPerplexity(g *genFlags, path string, fs *pflag.FlagSet, stdout, stderr io.Writer) error {
-	if fs.Changed("prompt") || g.promptFile != "" {
-		return usageError{errors.New("--perplexity-file does not use -p/--prompt-file")}
-	}
+// The flags are checked (validatePerplexity) beforehand.
+func runPerplexity(g *genFlags, path string, stdout, stderr io.Writer) error {
 	text, err := os.ReadFile(path)
 	if err != nil {
 		return err

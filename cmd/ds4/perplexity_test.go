@@ -70,9 +70,9 @@ func TestPerplexityFile(t *testing.T) {
 		want string
 	}{
 		{[]string{"--perplexity-file", short}, 1, "needs more than 32 tokens"},
-		{[]string{"--perplexity-file", pplText, "--ctx", "32"}, 1, "too small for perplexity"},
+		{[]string{"--perplexity-file", pplText, "--ctx", "32"}, 2, "--ctx 32: must be more than 32 with --perplexity-file"},
 		{[]string{"--perplexity-file", pplText, "-p", "hi"}, 2, "does not use -p/--prompt-file"},
-		{[]string{"--perplexity-file", filepath.Join(t.TempDir(), "missing.txt")}, 1, "no such file"},
+		{[]string{"--perplexity-file", filepath.Join(t.TempDir(), "missing.txt")}, 2, "missing.txt: no such file"},
 	} {
 		code, _, errOut := runCmd("", tc.args...)
 		require.Equal(t, tc.code, code, errOut)

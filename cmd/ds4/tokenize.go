@@ -10,6 +10,7 @@ import (
 
 	"github.com/ds4-go/ds4/engine/prompt"
 	"github.com/ds4-go/ds4/engine/tokenizer"
+	"github.com/ds4-go/ds4/internal/cli"
 )
 
 // readInput returns the text of the one positional argument, of --file, or
@@ -36,7 +37,7 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	think := fs.Bool("think", false, "with --chat: thinking enabled")
 	nothink := fs.Bool("nothink", false, "with --chat: thinking disabled (the default)")
 	special := fs.Bool("special", false, "without --chat: turn special-token text into special tokens")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return usageError{err}
 	}
 	if *think && *nothink {
@@ -78,7 +79,7 @@ func runDetokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 	fs := pflag.NewFlagSet("detokenize", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	file := fs.StringP("file", "f", "", "read the JSON array of ids from FILE")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return usageError{err}
 	}
 	text, err := readInput(fs, *file, stdin)

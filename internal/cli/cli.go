@@ -7,6 +7,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -108,6 +109,29 @@ func InputFile(name, path string) error {
 		return fmt.Errorf("--%s %s: %w", name, quote(path), err)
 	case st.IsDir():
 		return fmt.Errorf("--%s %s: is a directory, not a file", name, quote(path))
+	}
+	return nil
+}
+
+// OutputFile checks, before anything is loaded, that the file named by the
+// flag --name can be created: it is not a directory and its directory
+// exists; path "" passes.
+func OutputFile(name, path string) error {
+	if path == "" {
+		return nil
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("--%s %s: is a directory, not a file", name, quote(path))
+	}
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	switch {
+	case os.IsNotExist(err):
+		return fmt.Errorf("--%s %s: no such directory %s", name, quote(path), dir)
+	case err != nil:
+		return fmt.Errorf("--%s %s: %w", name, quote(path), err)
+	case !st.IsDir():
+		return fmt.Errorf("--%s %s: %s is not a directory", name, quote(path), dir)
 	}
 	return nil
 }
