@@ -32,7 +32,9 @@ import (
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/kvcache"
+	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/tokenizer"
+	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/quant"
 	"github.com/ds4-go/ds4/server"
 	"github.com/ds4-go/ds4/steering"
@@ -60,7 +62,7 @@ type options struct {
 	kvSpaceMB, toolIDs, maxBodyMB            int
 	kvPolicy                                 kvcache.Policy
 	kvRejectQuant, kvUpstream                bool
-	cors, noReplay, anyModel, cpu, warm      bool
+	cors, noReplay, anyModel, warm           bool
 	keepAlive                                time.Duration
 	steerFile                                string
 	steerFFN, steerAttn                      float32 // resolved scales; both 0 means no steering
@@ -75,7 +77,6 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVarP(&o.tokens, "tokens", "n", server.DefaultMaxTokens, "default maximum output tokens when a request sets none")
 	fs.IntVarP(&o.threads, "threads", "t", 0, "CPU worker threads (0: one per CPU)")
 	fs.StringVar(&o.chdir, "chdir", "", "change to DIR before loading")
-	fs.BoolVar(&o.cpu, "cpu", false, "use the CPU backend (the only one in this build)")
 	fs.BoolVar(&o.warm, "warm-weights", false, "read every page of the weights before serving: a slower start, no page faults in the first requests")
 	fs.StringVar(&o.host, "host", "127.0.0.1", "address to listen on (localhost means 127.0.0.1); non-loopback addresses need --api-key")
 	fs.IntVar(&o.port, "port", 8000, "port to listen on")
@@ -105,7 +106,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ds4-server [flags]\n\n%s", fs.FlagUsages())
 	}
-	if err := fs.Parse(args); err != nil {
+	cli.AddUpstream(fs, upstreamFlags()...)
+	if err := cli.Parse(fs, args); err != nil {
+		return nil, err
+	}
+	if err := cli.CheckUpstream(fs, stderr, "ds4-server", upstreamFlags()...); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -116,29 +121,34 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case o.ctx <= 1:
-		return nil, errors.New("--ctx must be at least 2")
-	case o.tokens <= 0:
-		return nil, errors.New("--tokens must be positive")
-	case o.threads < 0:
-		return nil, errors.New("--threads must not be negative")
-	case o.port < 0 || o.port > 65535:
-		return nil, errors.New("--port must be between 0 and 65535")
-	case o.kvSpaceMB <= 0 || o.kvPolicy.MinTokens <= 0:
-		return nil, errors.New("--kv-disk-space-mb and --kv-cache-min-tokens must be positive")
-	case o.kvPolicy.ColdMaxTokens < 0 || o.kvPolicy.ContinuedInterval < 0 || o.kvPolicy.TrimTokens < 0 || o.kvPolicy.AlignTokens < 0:
-		return nil, errors.New("the --kv-cache-*-tokens values must not be negative")
-	case o.kvPolicy.ColdMaxTokens != 0 && o.kvPolicy.ColdMaxTokens < o.kvPolicy.MinTokens:
-		return nil, errors.New("--kv-cache-cold-max-tokens must be 0 or at least --kv-cache-min-tokens")
-	case o.toolIDs <= 0:
-		return nil, errors.New("--tool-memory-max-ids must be positive")
-	case o.queue <= 0:
-		return nil, errors.New("--queue must be positive")
-	case o.maxBodyMB <= 0:
-		return nil, errors.New("--max-body-mb must be positive")
-	case o.keepAlive <= 0:
-		return nil, errors.New("--keep-alive must be positive")
+	if maxCtx := layout.Flash().ContextLength; o.ctx > maxCtx {
+		return nil, cli.FlagError(fs, "ctx", "must be at most %d, the DS4 context length", maxCtx)
+	}
+	for _, c := range []struct {
+		name string
+		bad  bool
+		want string
+	}{
+		{"ctx", o.ctx < 2, "must be at least 2 (one prompt token and one generated token)"},
+		{"tokens", o.tokens <= 0, "must be at least 1"},
+		{"threads", o.threads < 0, "must be at least 0 (0: one thread per CPU)"},
+		{"port", o.port < 0 || o.port > 65535, "must be in [0, 65535]"},
+		{"kv-disk-space-mb", o.kvSpaceMB <= 0, "must be at least 1"},
+		{"kv-cache-min-tokens", o.kvPolicy.MinTokens <= 0, "must be at least 1"},
+		{"kv-cache-cold-max-tokens", o.kvPolicy.ColdMaxTokens < 0, "must be at least 0 (0: no cold saves)"},
+		{"kv-cache-continued-interval-tokens", o.kvPolicy.ContinuedInterval < 0, "must be at least 0 (0: no continued saves)"},
+		{"kv-cache-boundary-trim-tokens", o.kvPolicy.TrimTokens < 0, "must be at least 0"},
+		{"kv-cache-boundary-align-tokens", o.kvPolicy.AlignTokens < 0, "must be at least 0 (0: no alignment)"},
+		{"kv-cache-cold-max-tokens", o.kvPolicy.ColdMaxTokens != 0 && o.kvPolicy.ColdMaxTokens < o.kvPolicy.MinTokens,
+			fmt.Sprintf("must be 0 or at least --kv-cache-min-tokens (%d)", o.kvPolicy.MinTokens)},
+		{"tool-memory-max-ids", o.toolIDs <= 0, "must be at least 1"},
+		{"queue", o.queue <= 0, "must be at least 1"},
+		{"max-body-mb", o.maxBodyMB <= 0, "must be at least 1"},
+		{"keep-alive", o.keepAlive <= 0, "must be positive"},
+	} {
+		if c.bad {
+			return nil, cli.FlagError(fs, c.name, "%s", c.want)
+		}
 	}
 	if o.host == "localhost" {
 		o.host = "127.0.0.1"
@@ -180,17 +190,24 @@ func serve(o *options, stderr io.Writer, hooks *testHooks) error {
 	logger := log.New(stderr, "", log.LstdFlags)
 	if o.chdir != "" {
 		if err := os.Chdir(o.chdir); err != nil {
-			return err
+			return usageError{fmt.Errorf("--chdir %s: %w", o.chdir, err)}
 		}
 	}
 	addr := net.JoinHostPort(o.host, strconv.Itoa(o.port))
 	if ip := net.ParseIP(o.host); o.apiKey == "" && (ip == nil || !ip.IsLoopback()) {
-		return usageError{fmt.Errorf("listening on %q needs an API key (--api-key or $%s)", o.host, apiKeyEnv)}
+		return usageError{fmt.Errorf("--host %s: listening on %q needs an API key (--api-key or $%s)", o.host, o.host, apiKeyEnv)}
+	}
+	// Paths are checked after --chdir, which they are relative to.
+	if err := checkPaths(o); err != nil {
+		return usageError{err}
 	}
 
 	m, name, tiny, err := openModel(o.model)
 	if err != nil {
 		return err
+	}
+	if max := m.Params.ContextLength; max > 0 && o.ctx > max {
+		return usageError{fmt.Errorf("--ctx %d: must be at most %d, the context length of %s", o.ctx, max, name)}
 	}
 	if o.warm {
 		m.WarmWeights(stderr, "ds4-server")
@@ -296,6 +313,30 @@ func serve(o *options, stderr io.Writer, hooks *testHooks) error {
 		return err
 	}
 	return <-errc
+}
+
+// checkPaths checks the files the flags name before anything is loaded.
+func checkPaths(o *options) error {
+	if err := cli.InputFile("model", o.model); err != nil {
+		return err
+	}
+	if o.steerFFN != 0 || o.steerAttn != 0 {
+		if err := cli.InputFile("dir-steering-file", o.steerFile); err != nil {
+			return err
+		}
+	}
+	if o.kvDir != "" {
+		if st, err := os.Stat(o.kvDir); err == nil && !st.IsDir() {
+			return fmt.Errorf("--kv-disk-dir %s: is a file, not a directory", o.kvDir)
+		}
+	}
+	return cli.OutputFile("trace", o.trace)
+}
+
+// upstreamFlags are upstream ds4-server's flags that this build accepts
+// without effect or refuses (see internal/cli).
+func upstreamFlags() [][]cli.Upstream {
+	return [][]cli.Upstream{cli.Backends(), cli.Tuning(), cli.MTP()}
 }
 
 // openKVCache opens the disk KV cache and its manager of sess.

@@ -4,10 +4,16 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/engine/synth"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server's logger and the test.
@@ -38,9 +44,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--help"}, 0, "--kv-disk-dir"},
 		{[]string{"--no-such-flag"}, 2, "unknown flag"},
 		{[]string{"extra"}, 2, "unexpected argument"},
-		{[]string{"--ctx", "1"}, 2, "--ctx"},
-		{[]string{"--port", "70000"}, 2, "--port"},
-		{[]string{"--host", "0.0.0.0", "--port", "0"}, 2, "needs an API key"},
+		{[]string{"--ctx", "1"}, 2, "--ctx 1: must be at least 2"},
+		{[]string{"--port", "70000"}, 2, "--port 70000: must be in [0, 65535]"},
+		{[]string{"--host", "0.0.0.0", "--port", "0"}, 2, "--host 0.0.0.0: listening on \"0.0.0.0\" needs an API key"},
 		{[]string{"--dir-steering-ffn", "1"}, 2, "needs --dir-steering-file"},
 		{[]string{"--dir-steering-attn", "-0.5"}, 2, "needs --dir-steering-file"},
 		{[]string{"--dir-steering-file", "d.f32", "--dir-steering-ffn", "100.5"}, 2, "outside [-100, 100]"},
@@ -133,7 +139,109 @@ func TestSteeringFlags(t *testing.T) {
 func TestSteeringFileMissing(t *testing.T) {
 	t.Chdir(t.TempDir())
 	var stderr syncBuffer
-	if code := run([]string{"--port", "0", "--ctx", "64", "--dir-steering-file", "missing.f32"}, &stderr, nil); code != 1 || !strings.Contains(stderr.String(), "missing.f32") {
+	if code := run([]string{"--port", "0", "--ctx", "64", "--dir-steering-file", "missing.f32"}, &stderr, nil); code != 2 || !strings.Contains(stderr.String(), "--dir-steering-file missing.f32: no such file") {
 		t.Errorf("exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+// TestUsageBeforeLoading checks that bad command lines fail with status 2
+// and a message naming the flag and its value before the model is loaded.
+func TestUsageBeforeLoading(t *testing.T) {
+	t.Setenv(apiKeyEnv, "")
+	dir := t.TempDir()
+	t.Chdir(dir)
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--ctx", "0"}, "--ctx 0: must be at least 2"},
+		{[]string{"--ctx", "100000000"}, "--ctx 100000000: must be at most 1048576"},
+		{[]string{"-t", "-1"}, "--threads -1: must be at least 0"},
+		{[]string{"-n", "0"}, "--tokens 0: must be at least 1"},
+		{[]string{"--kv-disk-space-mb", "-5"}, "--kv-disk-space-mb -5: must be at least 1"},
+		{[]string{"--kv-cache-min-tokens", "0"}, "--kv-cache-min-tokens 0: must be at least 1"},
+		{[]string{"--kv-cache-boundary-trim-tokens", "-1"}, "--kv-cache-boundary-trim-tokens -1: must be at least 0"},
+		{[]string{"--kv-cache-cold-max-tokens", "100"}, "--kv-cache-cold-max-tokens 100: must be 0 or at least --kv-cache-min-tokens (512)"},
+		{[]string{"--queue", "0"}, "--queue 0: must be at least 1"},
+		{[]string{"--keep-alive", "-1s"}, "--keep-alive -1s: must be positive"},
+		{[]string{"--port", "0", "-m", dir}, "--model " + dir + ": is a directory, not a file"},
+		{[]string{"--port", "0", "-m", "none.gguf"}, "--model none.gguf: no such file"},
+		{[]string{"--port", "0", "--trace", "no/dir/t.log"}, "--trace no/dir/t.log: no such directory no/dir"},
+		{[]string{"--port", "0", "--kv-disk-dir", file}, "--kv-disk-dir " + file + ": is a file"},
+		{[]string{"--port", "0", "--chdir", "nowhere"}, "--chdir nowhere: "},
+		{[]string{"--port", "0", "--ctx", "100000"}, "--ctx 100000: must be at most 65536, the context length of DS4 tiny"},
+		// Upstream's flags for features this build lacks are refused by
+		// name, never "unknown flag".
+		{[]string{"--mtp", "mtp.gguf"}, "--mtp mtp.gguf: not in this build"},
+		{[]string{"--mtp-draft", "2"}, "--mtp-draft 2: not in this build"},
+		{[]string{"--mtp-margin", "3"}, "--mtp-margin 3: not in this build"},
+		{[]string{"--metal"}, "--metal: the Metal backend is not in this build"},
+		{[]string{"--cuda"}, "--cuda: the CUDA backend is not in this build"},
+		{[]string{"--backend", "cuda"}, "--backend cuda: not in this build"},
+	} {
+		var stderr syncBuffer
+		code := run(c.args, &stderr, nil)
+		log := stderr.String()
+		if code != 2 || !strings.Contains(log, c.want) {
+			t.Errorf("%q: exit %d, stderr %q, want %q", c.args, code, log, c.want)
+		}
+		if strings.Contains(log, "unknown flag") || strings.Contains(log, "serving") || strings.Contains(log, "warming") {
+			t.Errorf("%q: %q", c.args, log)
+		}
+	}
+}
+
+// TestUpstreamLaunchLine serves with the deployment command line of
+// upstream's notes: its flags that mean nothing here get a notice each.
+func TestUpstreamLaunchLine(t *testing.T) {
+	t.Setenv(apiKeyEnv, "")
+	dir := t.TempDir()
+	t.Chdir(dir)
+	// The tiny model's shape with upstream's Think Max context.
+	p := layout.Tiny()
+	p.ContextLength = 393216
+	var gguf bytes.Buffer
+	if _, err := synth.Write(&gguf, synth.Options{Params: p, Recipe: layout.RecipeQ2, Seed: engine.TinySeed}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("tiny.gguf", gguf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Port 0 stands for upstream's 8000, which a test cannot count on.
+	args := []string{"-m", "tiny.gguf", "--ctx", "393216", "--host", "127.0.0.1", "--port", "0", "--power", "100",
+		"--kv-disk-dir", filepath.Join(dir, "kv"), "--kv-disk-space-mb", "8192", "--quality", "--cpu"}
+	ready := make(chan string, 1)
+	stop := make(chan struct{})
+	var stderr syncBuffer
+	code := make(chan int, 1)
+	go func() { code <- run(args, &stderr, &testHooks{ready: ready, stop: stop}) }()
+	select {
+	case <-ready:
+	case c := <-code:
+		t.Fatalf("exited with %d: %s", c, stderr.String())
+	case <-time.After(time.Minute):
+		t.Fatal("server did not start")
+	}
+	close(stop)
+	if c := <-code; c != 0 {
+		t.Errorf("exit %d", c)
+	}
+	log := stderr.String()
+	for _, want := range []string{
+		"ds4-server: --power 100: ignored: it sets upstream's GPU duty cycle",
+		"ds4-server: --quality: ignored",
+		"context 393216 tokens",
+		"disk KV cache in " + filepath.Join(dir, "kv"),
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	if n := strings.Count(log, ": ignored"); n != 2 {
+		t.Errorf("%d notices, want 2:\n%s", n, log)
 	}
 }
