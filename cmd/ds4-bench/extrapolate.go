@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/internal/cli"
 )
 
 const extrapolateUsage = `Usage: ds4-bench extrapolate -m SMALL -m LARGE [--layers N] [options]
@@ -58,12 +58,23 @@ func runExtrapolate(ctx context.Context, args []string, stdout, stderr io.Writer
 		return usageError{fmt.Errorf("extrapolate: unexpected argument %q", fs.Arg(0))}
 	case len(*models) != 2:
 		return usageError{fmt.Errorf("extrapolate: give two slices with -m, not %d", len(*models))}
-	case *pairs <= 0 || *layers <= 0:
-		return usageError{errors.New("extrapolate: --pairs and --layers must be positive")}
-	case probes.check() != nil:
-		return usageError{fmt.Errorf("extrapolate: %w", probes.check())}
-	case *prefill <= 0 || *decode <= 0:
-		return usageError{errors.New("extrapolate: --prefill and --decode must be positive")}
+	case *pairs <= 0:
+		return usageError{fmt.Errorf("extrapolate: %w", cli.FlagError(fs, "pairs", "must be at least 1"))}
+	case *layers <= 0:
+		return usageError{fmt.Errorf("extrapolate: %w", cli.FlagError(fs, "layers", "must be at least 1"))}
+	case probes.check(fs) != nil:
+		return usageError{fmt.Errorf("extrapolate: %w", probes.check(fs))}
+	case *prefill <= 0:
+		return usageError{fmt.Errorf("extrapolate: %w", cli.FlagError(fs, "prefill", "must be at least 1"))}
+	case *decode <= 0:
+		return usageError{fmt.Errorf("extrapolate: %w", cli.FlagError(fs, "decode", "must be at least 1"))}
+	case !validHash(*hash):
+		return usageError{fmt.Errorf("extrapolate: %w", cli.FlagError(fs, "hash", "must be sha256, quick or none"))}
+	}
+	for _, path := range *models {
+		if err := cli.InputFile("model", path); err != nil {
+			return usageError{fmt.Errorf("extrapolate: %w", err)}
+		}
 	}
 	var ms [2]*engine.Model
 	for i, path := range *models {

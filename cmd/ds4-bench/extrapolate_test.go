@@ -92,8 +92,12 @@ func TestExtrapolateUsage(t *testing.T) {
 	}{
 		{[]string{"extrapolate", "-m", two}, "give two slices with -m, not 1"},
 		{[]string{"extrapolate", "-m", two, "-m", two}, "both slices have 2 layers"},
-		{[]string{"extrapolate", "-m", two, "-m", two, "--pairs", "0"}, "--pairs and --layers must be positive"},
-		{[]string{"extrapolate", "-m", two, "-m", two, "--decode", "0"}, "--prefill and --decode must be positive"},
+		{[]string{"extrapolate", "-m", two, "-m", two, "--pairs", "0"}, "--pairs 0: must be at least 1"},
+		{[]string{"extrapolate", "-m", two, "-m", two, "--layers", "-1"}, "--layers -1: must be at least 1"},
+		{[]string{"extrapolate", "-m", two, "-m", two, "--trials", "0"}, "--trials 0: must be at least 1"},
+		{[]string{"extrapolate", "-m", two, "-m", two, "--hash", "md5"}, "--hash md5: must be sha256, quick or none"},
+		{[]string{"extrapolate", "-m", two, "-m", dir}, "--model " + dir + ": is a directory"},
+		{[]string{"extrapolate", "-m", two, "-m", two, "--decode", "0"}, "--decode 0: must be at least 1"},
 		{[]string{"extrapolate", "-m", two, "-m", two, "extra"}, "unexpected argument"},
 		{[]string{"extrapolate", "--bogus"}, "unknown flag"},
 	} {
@@ -108,6 +112,6 @@ func TestExtrapolateUsage(t *testing.T) {
 	require.Equal(t, 2, run(context.Background(), []string{"extrapolate", "-m", two, "-m", six, "--layers", "4"}, &out, &errOut))
 	require.Contains(t, errOut.String(), "--layers 4 is fewer than the larger slice's 6")
 	errOut.Reset()
-	require.Equal(t, 1, run(context.Background(), []string{"extrapolate", "-m", two, "-m", filepath.Join(dir, "missing.gguf")}, &out, &errOut))
-	require.Contains(t, errOut.String(), "missing.gguf")
+	require.Equal(t, 2, run(context.Background(), []string{"extrapolate", "-m", two, "-m", filepath.Join(dir, "missing.gguf")}, &out, &errOut))
+	require.Contains(t, errOut.String(), "--model "+filepath.Join(dir, "missing.gguf")+": no such file")
 }

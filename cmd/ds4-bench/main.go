@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -32,8 +33,10 @@ import (
 
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/plots"
 	"github.com/ds4-go/ds4/progress"
 	"github.com/ds4-go/ds4/steering"
@@ -93,13 +96,13 @@ Options:
 
 // benchFlags are ds4-bench's options.
 type benchFlags struct {
-	promptFile, chatFile, system, model, backend, csvPath string
-	parquetDir, svgPath, title, hash                      string
-	threads, repeat                                       int
-	metal, cuda, useCPU, quality, warm, noProgress        bool
-	cfg                                                   harness.BenchConfig
-	steerFile                                             string
-	steerFFN, steerAttn                                   float64
+	promptFile, chatFile, system, model, csvPath string
+	parquetDir, svgPath, title, hash             string
+	threads, repeat                              int
+	warm, noProgress                             bool
+	cfg                                          harness.BenchConfig
+	steerFile                                    string
+	steerFFN, steerAttn                          float64
 }
 
 func parseBench(args []string, stdout, stderr io.Writer) (*benchFlags, *pflag.FlagSet, error) {
@@ -111,12 +114,7 @@ func parseBench(args []string, stdout, stderr io.Writer) (*benchFlags, *pflag.Fl
 	fs.StringVar(&f.chatFile, "chat-prompt-file", "", "text rendered as one non-thinking chat user message")
 	fs.StringVar(&f.system, "system", "You are a helpful assistant.", "system text, only with --chat-prompt-file (also -sys)")
 	fs.StringVarP(&f.model, "model", "m", "", "GGUF model (default ./"+defaultModel+", else the built-in tiny model)")
-	fs.BoolVar(&f.metal, "metal", false, "Metal backend (not in this build)")
-	fs.BoolVar(&f.cuda, "cuda", false, "CUDA backend (not in this build)")
-	fs.BoolVar(&f.useCPU, "cpu", false, "CPU backend (the default and only one in this build)")
-	fs.StringVar(&f.backend, "backend", "", "backend by name: cpu")
 	fs.IntVarP(&f.threads, "threads", "t", 0, "CPU worker threads (0: one per CPU)")
-	fs.BoolVar(&f.quality, "quality", false, "prefer exact kernels (the CPU kernels always are)")
 	fs.BoolVar(&f.warm, "warm-weights", false, "read every page of the weights before measuring")
 	fs.IntVar(&f.cfg.CtxStart, "ctx-start", f.cfg.CtxStart, "first measured frontier")
 	fs.IntVar(&f.cfg.CtxMax, "ctx-max", f.cfg.CtxMax, "last measured frontier (always measured)")
@@ -136,6 +134,9 @@ func parseBench(args []string, stdout, stderr io.Writer) (*benchFlags, *pflag.Fl
 	fs.Float64Var(&f.steerAttn, "dir-steering-attn", 0, "steering scale at the attention output in [-100, 100]")
 	fs.BoolVar(&f.noProgress, "no-progress", false, "no progress bar or progress lines on stderr")
 	fs.MarkHidden("tokens")
+	fs.StringVar(&f.system, "sys", f.system, "upstream's spelling of --system")
+	fs.MarkHidden("sys")
+	cli.AddUpstream(fs, upstreamFlags()...)
 	fs.Usage = func() {
 		// -h prints the usage to stdout; a bad command line to stderr.
 		w := stderr
@@ -149,44 +150,18 @@ func parseBench(args []string, stdout, stderr io.Writer) (*benchFlags, *pflag.Fl
 		fs.PrintDefaults()
 		fs.SetOutput(stderr)
 	}
-	// Upstream spells the system flag -sys.
-	args = append([]string(nil), args...)
-	for i, a := range args {
-		if a == "-sys" {
-			args[i] = "--system"
-		} else if v, ok := strings.CutPrefix(a, "-sys="); ok {
-			args[i] = "--system=" + v
-		}
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil, fs, err
 		}
 		return nil, fs, usageError{err}
 	}
-	if fs.NArg() > 0 {
-		return nil, fs, usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
-	}
-	if (f.promptFile == "") == (f.chatFile == "") {
-		return nil, fs, usageError{errors.New("specify exactly one of --prompt-file or --chat-prompt-file")}
-	}
-	if fs.Changed("ctx-alloc") && f.cfg.CtxAlloc <= 0 {
-		return nil, fs, usageError{errors.New("invalid value for --ctx-alloc: must be > 0")}
-	}
-	if f.threads < 0 {
-		return nil, fs, usageError{errors.New("invalid value for --threads: must be >= 0")}
-	}
-	switch {
-	case f.metal, f.cuda:
-		return nil, fs, usageError{errors.New("only the CPU backend is available in this build (use --cpu)")}
-	case f.backend != "" && f.backend != "cpu":
-		return nil, fs, usageError{fmt.Errorf("invalid value for --backend: %s (valid backends: cpu)", f.backend)}
-	}
-	ffn, attn, err := steering.Scales(f.steerFile, f.steerFFN, f.steerAttn, fs.Changed("dir-steering-ffn"), fs.Changed("dir-steering-attn"))
-	if err != nil {
+	if err := cli.CheckUpstream(fs, stderr, "ds4-bench", upstreamFlags()...); err != nil {
 		return nil, fs, usageError{err}
 	}
-	f.steerFFN, f.steerAttn = float64(ffn), float64(attn)
+	if err := f.validate(fs); err != nil {
+		return nil, fs, usageError{err}
+	}
 	f.cfg.Repeat = f.repeat
 	if err := f.cfg.Normalize(); err != nil {
 		return nil, fs, usageError{err}
@@ -194,23 +169,92 @@ func parseBench(args []string, stdout, stderr io.Writer) (*benchFlags, *pflag.Fl
 	return f, fs, nil
 }
 
+// upstreamFlags are upstream ds4-bench's flags that this build accepts
+// without effect or refuses (see internal/cli).
+func upstreamFlags() [][]cli.Upstream {
+	return [][]cli.Upstream{cli.Backends(), cli.Tuning()}
+}
+
+// validate checks the flags, naming the flag and the value at fault,
+// before anything is loaded.
+func (f *benchFlags) validate(fs *pflag.FlagSet) error {
+	c := &f.cfg
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if (f.promptFile == "") == (f.chatFile == "") {
+		return errors.New("specify exactly one of --prompt-file or --chat-prompt-file")
+	}
+	maxCtx := layout.Flash().ContextLength
+	for _, v := range []struct {
+		name string
+		bad  bool
+		want string
+	}{
+		{"ctx-start", c.CtxStart <= 0, "must be at least 1"},
+		{"ctx-max", c.CtxMax <= 0, "must be at least 1"},
+		{"ctx-start", c.CtxStart > c.CtxMax, fmt.Sprintf("must be at most --ctx-max (%d)", c.CtxMax)},
+		{"ctx-max", c.CtxMax > maxCtx, fmt.Sprintf("must be at most %d, the DS4 context length", maxCtx)},
+		{"gen-tokens", c.GenTokens <= 0, "must be at least 1"},
+		{"gen-tokens", c.GenTokens > maxCtx, fmt.Sprintf("must be at most %d, the DS4 context length", maxCtx)},
+		{"ctx-alloc", fs.Changed("ctx-alloc") && c.CtxAlloc <= c.CtxMax+c.GenTokens,
+			fmt.Sprintf("must be greater than --ctx-max + --gen-tokens (%d)", c.CtxMax+c.GenTokens)},
+		{"ctx-alloc", c.CtxAlloc > maxCtx, fmt.Sprintf("must be at most %d, the DS4 context length", maxCtx)},
+		{"step-mul", math.IsNaN(c.StepMul) || math.IsInf(c.StepMul, 0) || c.StepMul < 1, "must be a finite number >= 1"},
+		{"step-incr", c.StepMul == 1 && c.StepIncr <= 0, "must be at least 1 when --step-mul is 1"},
+		{"repeat", f.repeat <= 0, "must be at least 1"},
+		{"threads", f.threads < 0, "must be at least 0 (0: one thread per CPU)"},
+		{"hash", !validHash(f.hash), "must be sha256, quick or none"},
+		{"svg", f.svgPath != "" && !isChart(f.svgPath), "must end in .svg or .png"},
+	} {
+		if v.bad {
+			return cli.FlagError(fs, v.name, "%s", v.want)
+		}
+	}
+	if !fs.Changed("ctx-alloc") && c.CtxMax+c.GenTokens+1 > maxCtx {
+		return fmt.Errorf("--ctx-max %d and --gen-tokens %d: need a context of %d, more than %d, the DS4 context length", c.CtxMax, c.GenTokens, c.CtxMax+c.GenTokens+1, maxCtx)
+	}
+	ffn, attn, err := steering.Scales(f.steerFile, f.steerFFN, f.steerAttn, fs.Changed("dir-steering-ffn"), fs.Changed("dir-steering-attn"))
+	if err != nil {
+		return err
+	}
+	f.steerFFN, f.steerAttn = float64(ffn), float64(attn)
+	inputs := []struct{ name, path string }{{"prompt-file", f.promptFile}, {"chat-prompt-file", f.chatFile}, {"model", f.model}}
+	if ffn != 0 || attn != 0 {
+		inputs = append(inputs, struct{ name, path string }{"dir-steering-file", f.steerFile})
+	}
+	for _, in := range inputs {
+		if err := cli.InputFile(in.name, in.path); err != nil {
+			return err
+		}
+	}
+	for _, out := range []struct{ name, path string }{{"csv", f.csvPath}, {"svg", f.svgPath}} {
+		if err := cli.OutputFile(out.name, out.path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validHash reports whether h names a fingerprint mode.
+func validHash(h string) bool {
+	switch harness.HashMode(h) {
+	case harness.HashFull, harness.HashQuick, harness.HashNone:
+		return true
+	}
+	return false
+}
+
+// isChart reports whether path names a chart format plots can write.
+func isChart(path string) bool {
+	ext := strings.ToLower(filepath.Ext(path))
+	return ext == ".svg" || ext == ".png"
+}
+
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, _, err := parseBench(args, stdout, stderr)
 	if err != nil {
 		return err
-	}
-	m, modelPath, err := engine.OpenDefault(f.model)
-	if err != nil {
-		return err
-	}
-	if modelPath == "" {
-		fmt.Fprintf(stderr, "ds4-bench: no -m and no ./%s: measuring the built-in tiny synthetic model\n", defaultModel)
-	}
-	if m.File != nil {
-		defer m.File.Close()
-	}
-	if f.warm {
-		m.WarmWeights(stderr, "ds4-bench")
 	}
 	tok, err := tokenizer.Default()
 	if err != nil {
@@ -222,7 +266,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	text, err := os.ReadFile(in.PromptFile)
 	if err != nil {
-		return err
+		return usageError{err}
 	}
 	var ids []int
 	if f.chatFile != "" {
@@ -232,7 +276,25 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	in.PromptTokens = int64(len(ids))
 	if len(ids) < f.cfg.CtxMax {
-		return fmt.Errorf("prompt has %d tokens, need at least --ctx-max=%d", len(ids), f.cfg.CtxMax)
+		return usageError{fmt.Errorf("--ctx-max %d: %s has only %d tokens, need at least --ctx-max=%d", f.cfg.CtxMax, in.PromptFile, len(ids), f.cfg.CtxMax)}
+	}
+
+	// The arguments are all checked: load the model.
+	m, modelPath, err := engine.OpenDefault(f.model)
+	if err != nil {
+		return err
+	}
+	if modelPath == "" {
+		fmt.Fprintf(stderr, "ds4-bench: no -m and no ./%s: measuring the built-in tiny synthetic model\n", defaultModel)
+	}
+	if m.File != nil {
+		defer m.File.Close()
+	}
+	if max := m.Params.ContextLength; max > 0 && f.cfg.CtxAlloc > max {
+		return usageError{fmt.Errorf("--ctx-alloc %d: the model's context length is %d", f.cfg.CtxAlloc, max)}
+	}
+	if f.warm {
+		m.WarmWeights(stderr, "ds4-bench")
 	}
 	for _, id := range ids[:f.cfg.CtxMax] {
 		if id >= m.Params.Vocab {
@@ -365,7 +427,7 @@ func runPlot(args []string, stdout, stderr io.Writer) error {
 	title := fs.String("title", "", "chart title (default from the CSV name)")
 	width := fs.Int("width", plots.DefaultWidth, "width in points (pixels in PNG)")
 	height := fs.Int("height", plots.DefaultHeight, "height in points (pixels in PNG)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
@@ -374,8 +436,13 @@ func runPlot(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() == 0 {
 		return usageError{errors.New("plot: give one or more ds4-bench CSV files")}
 	}
-	if *width <= 0 || *height <= 0 {
-		return usageError{errors.New("plot: --width and --height must be positive")}
+	switch {
+	case *width <= 0:
+		return usageError{fmt.Errorf("plot: %w", cli.FlagError(fs, "width", "must be at least 1"))}
+	case *height <= 0:
+		return usageError{fmt.Errorf("plot: %w", cli.FlagError(fs, "height", "must be at least 1"))}
+	case *outPath != "" && !isChart(*outPath):
+		return usageError{fmt.Errorf("plot: %w", cli.FlagError(fs, "output", "must end in .svg or .png"))}
 	}
 	var runs [][]harness.BenchRow
 	var labels []string

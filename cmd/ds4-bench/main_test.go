@@ -61,7 +61,10 @@ func TestBenchTiny(t *testing.T) {
 	require.Equal(t, filepath.Join(dir, "tiny_run_ts.svg")+"\n", out.String())
 }
 
+// TestBenchUsage checks that bad command lines fail with status 2 and a
+// message naming the flag and its value, before the model is loaded.
 func TestBenchUsage(t *testing.T) {
+	dir := t.TempDir()
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -69,28 +72,53 @@ func TestBenchUsage(t *testing.T) {
 	}{
 		{nil, 2, "exactly one of --prompt-file or --chat-prompt-file"},
 		{[]string{"--prompt-file", "a", "--chat-prompt-file", "b"}, 2, "exactly one"},
-		{[]string{"--prompt-file", "a", "--ctx-start", "9", "--ctx-max", "8"}, 2, "--ctx-start must be <= --ctx-max"},
-		{[]string{"--prompt-file", "a", "--step-mul", "0.5"}, 2, "--step-mul must be >= 1"},
-		{[]string{"--prompt-file", "a", "--step-mul", "inf"}, 2, "finite"},
-		{[]string{"--prompt-file", "a", "--ctx-max", "12x"}, 2, "invalid argument"},
-		{[]string{"--prompt-file", "a", "--ctx-alloc", "0"}, 2, "--ctx-alloc"},
-		{[]string{"--prompt-file", "a", "--ctx-start", "10", "--ctx-max", "100", "--ctx-alloc", "50"}, 2, "--ctx-alloc must be greater"},
-		{[]string{"--prompt-file", "a", "--gen-tokens", "0"}, 2, "positive"},
-		{[]string{"--prompt-file", "a", "--cuda"}, 2, "only the CPU backend"},
-		{[]string{"--prompt-file", "a", "--backend", "vulkan"}, 2, "valid backends: cpu"},
-		{[]string{"--prompt-file", "a", "--bogus"}, 2, "unknown flag"},
-		{[]string{"--prompt-file", excerpt, "-sys", "x", "--ctx-start", "8", "--ctx-max", "1000000"}, 1, "need at least --ctx-max=1000000"},
-		{[]string{"--prompt-file", "a", "--dir-steering-ffn", "1"}, 2, "needs --dir-steering-file"},
-		{[]string{"--prompt-file", "a", "--dir-steering-file", "d.f32", "--dir-steering-attn", "-101"}, 2, "outside [-100, 100]"},
-		{[]string{"--prompt-file", excerpt, "--ctx-start", "8", "--ctx-max", "16", "--dir-steering-file", "testdata/none.f32"}, 1, "no such file"},
+		{[]string{"--prompt-file", "/nope.txt"}, 2, "--prompt-file /nope.txt: no such file"},
+		{[]string{"--chat-prompt-file", dir}, 2, "--chat-prompt-file " + dir + ": is a directory"},
+		{[]string{"--prompt-file", excerpt, "-m", dir}, 2, "--model " + dir + ": is a directory"},
+		{[]string{"--prompt-file", excerpt, "-m", "/nope.gguf"}, 2, "--model /nope.gguf: no such file"},
+		{[]string{"--prompt-file", excerpt, "--ctx-start", "9", "--ctx-max", "8"}, 2, "--ctx-start 9: must be at most --ctx-max (8)"},
+		{[]string{"--prompt-file", excerpt, "--ctx-start", "-5"}, 2, "--ctx-start -5: must be at least 1"},
+		{[]string{"--prompt-file", excerpt, "--step-mul", "0.5"}, 2, "--step-mul 0.5: must be a finite number >= 1"},
+		{[]string{"--prompt-file", excerpt, "--step-mul", "inf"}, 2, "--step-mul +Inf: must be a finite number"},
+		{[]string{"--prompt-file", excerpt, "--step-mul", "1", "--step-incr", "0"}, 2, "--step-incr 0: must be at least 1"},
+		{[]string{"--prompt-file", excerpt, "--ctx-max", "12x"}, 2, "invalid argument"},
+		{[]string{"--prompt-file", excerpt, "--ctx-alloc", "0"}, 2, "--ctx-alloc 0: must be greater"},
+		{[]string{"--prompt-file", excerpt, "--ctx-start", "10", "--ctx-max", "100", "--ctx-alloc", "50"}, 2, "--ctx-alloc 50: must be greater than --ctx-max + --gen-tokens (228)"},
+		{[]string{"--prompt-file", excerpt, "--ctx-max", "100000000"}, 2, "--ctx-max 100000000: must be at most 1048576"},
+		{[]string{"--prompt-file", excerpt, "--gen-tokens", "0"}, 2, "--gen-tokens 0: must be at least 1"},
+		{[]string{"--prompt-file", excerpt, "--repeat", "0"}, 2, "--repeat 0: must be at least 1"},
+		{[]string{"--prompt-file", excerpt, "-t", "-2"}, 2, "--threads -2: must be at least 0"},
+		{[]string{"--prompt-file", excerpt, "--hash", "md5"}, 2, "--hash md5: must be sha256, quick or none"},
+		{[]string{"--prompt-file", excerpt, "--svg", "chart.pdf"}, 2, "--svg chart.pdf: must end in .svg or .png"},
+		{[]string{"--prompt-file", excerpt, "--csv", "/no/dir/x.csv"}, 2, "--csv /no/dir/x.csv: no such directory"},
+		{[]string{"--prompt-file", excerpt, "--cuda"}, 2, "--cuda: the CUDA backend is not in this build"},
+		{[]string{"--prompt-file", excerpt, "--metal"}, 2, "--metal: the Metal backend is not in this build"},
+		{[]string{"--prompt-file", excerpt, "--backend", "vulkan"}, 2, "--backend vulkan: not in this build: the only backend is cpu"},
+		{[]string{"--prompt-file", excerpt, "--bogus"}, 2, "unknown flag"},
+		{[]string{"--prompt-file", excerpt, "-sys", "x", "--ctx-start", "8", "--ctx-max", "1000000"}, 2, "need at least --ctx-max=1000000"},
+		{[]string{"--prompt-file", excerpt, "--dir-steering-ffn", "1"}, 2, "needs --dir-steering-file"},
+		{[]string{"--prompt-file", excerpt, "--dir-steering-file", "d.f32", "--dir-steering-attn", "-101"}, 2, "outside [-100, 100]"},
+		{[]string{"--prompt-file", excerpt, "--ctx-start", "8", "--ctx-max", "16", "--dir-steering-file", "testdata/none.f32"}, 2, "--dir-steering-file testdata/none.f32: no such file"},
 		{[]string{"plot"}, 2, "give one or more"},
 		{[]string{"plot", "testdata/none.csv"}, 1, "no such file"},
 	} {
 		var out, errOut bytes.Buffer
 		require.Equal(t, tc.code, run(context.Background(), tc.args, &out, &errOut), "%v: %s", tc.args, errOut.String())
 		require.Contains(t, errOut.String(), tc.want, tc.args)
+		require.NotContains(t, errOut.String(), "tiny synthetic model", "%v loaded the model", tc.args)
+		require.NotContains(t, errOut.String(), "context buffers", tc.args)
 	}
+
+	// Upstream's spellings and its flags that mean nothing here.
 	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"-prompt-file", excerpt, "-ctx-start", "8", "-ctx-max", "16", "-gen-tokens", "1",
+		"--cpu", "--backend", "cpu", "--quality", "--power", "90", "--no-progress", "--hash", "none"}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	require.Contains(t, errOut.String(), "ds4-bench: --quality: ignored")
+	require.Contains(t, errOut.String(), "ds4-bench: --power 90: ignored")
+	require.Contains(t, out.String(), harness.CSVHeader)
+
+	out.Reset()
 	require.Equal(t, 0, run(context.Background(), []string{"-h"}, &out, &errOut))
 	require.Contains(t, out.String(), "Usage: ds4-bench --prompt-file FILE")
 	require.Contains(t, out.String(), "--step-incr")

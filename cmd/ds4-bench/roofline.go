@@ -15,6 +15,7 @@ import (
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/progress"
 )
 
@@ -70,20 +71,27 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	switch {
 	case fs.NArg() > 0:
 		return usageError{fmt.Errorf("roofline: unexpected argument %q", fs.Arg(0))}
-	case probes.check() != nil:
-		return usageError{fmt.Errorf("roofline: %w", probes.check())}
-	case !*noSpeed && (*prefill <= 0 || *decode <= 0):
-		return usageError{errors.New("roofline: --prefill and --decode must be positive")}
+	case probes.check(fs) != nil:
+		return usageError{fmt.Errorf("roofline: %w", probes.check(fs))}
+	case !*noSpeed && *prefill <= 0:
+		return usageError{fmt.Errorf("roofline: %w", cli.FlagError(fs, "prefill", "must be at least 1"))}
+	case !*noSpeed && *decode <= 0:
+		return usageError{fmt.Errorf("roofline: %w", cli.FlagError(fs, "decode", "must be at least 1"))}
+	case !validHash(*hash):
+		return usageError{fmt.Errorf("roofline: %w", cli.FlagError(fs, "hash", "must be sha256, quick or none"))}
 	case *noSpeed && *opsFlag:
 		return usageError{errors.New("roofline: --ops times the decode steps, which --no-speed skips")}
 	case *rounds < 0:
-		return usageError{errors.New("roofline: --rounds must not be negative")}
+		return usageError{fmt.Errorf("roofline: %w", cli.FlagError(fs, "rounds", "must be at least 0 (0: none)"))}
 	case *noSpeed && fs.Changed("rounds") && *rounds > 0:
 		return usageError{errors.New("roofline: --rounds decodes, which --no-speed skips")}
 	case *prefillRounds < 0:
-		return usageError{errors.New("roofline: --prefill-rounds must not be negative")}
+		return usageError{fmt.Errorf("roofline: %w", cli.FlagError(fs, "prefill-rounds", "must be at least 0 (0: none)"))}
 	case *noSpeed && fs.Changed("prefill-rounds") && *prefillRounds > 0:
 		return usageError{errors.New("roofline: --prefill-rounds prefills, which --no-speed skips")}
+	}
+	if err := cli.InputFile("model", *model); err != nil {
+		return usageError{fmt.Errorf("roofline: %w", err)}
 	}
 	open := engine.Open
 	if *inMemory {
@@ -249,10 +257,17 @@ func addProbeFlags(fs *pflag.FlagSet) *probeFlags {
 	return p
 }
 
-// check returns an error where an option is out of range.
-func (p *probeFlags) check() error {
-	if p.threads < 0 || p.bufMB <= 0 || p.minTime <= 0 || p.trials <= 0 {
-		return errors.New("--threads must be >= 0 and --buffer-mb, --min-time, --trials positive")
+// check returns an error naming the first option of fs out of range.
+func (p *probeFlags) check(fs *pflag.FlagSet) error {
+	switch {
+	case p.threads < 0:
+		return cli.FlagError(fs, "threads", "must be at least 0 (0: one thread per CPU)")
+	case p.bufMB <= 0:
+		return cli.FlagError(fs, "buffer-mb", "must be at least 1")
+	case p.minTime <= 0:
+		return cli.FlagError(fs, "min-time", "must be positive")
+	case p.trials <= 0:
+		return cli.FlagError(fs, "trials", "must be at least 1")
 	}
 	return nil
 }
@@ -280,7 +295,7 @@ func parseSub(fs *pflag.FlagSet, args []string, usage string, stderr io.Writer) 
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}

@@ -104,13 +104,15 @@ func TestRooflineUsage(t *testing.T) {
 		want string
 	}{
 		{[]string{"roofline", "--buffer-mb", "0"}, "--buffer-mb"},
-		{[]string{"roofline", "--decode", "0"}, "--prefill and --decode must be positive"},
+		{[]string{"roofline", "--decode", "0"}, "--decode 0: must be at least 1"},
+		{[]string{"roofline", "-m", "/nope.gguf"}, "--model /nope.gguf: no such file"},
+		{[]string{"roofline", "--buffer-mb", "0"}, "--buffer-mb 0: must be at least 1"},
 		{[]string{"roofline", "extra"}, "unexpected argument"},
 		{[]string{"roofline", "--no-speed", "--ops"}, "--ops times the decode steps"},
 		{[]string{"roofline", "--no-speed", "--rounds", "2"}, "--rounds decodes"},
-		{[]string{"roofline", "--rounds", "-1"}, "--rounds must not be negative"},
+		{[]string{"roofline", "--rounds", "-1"}, "--rounds -1: must be at least 0"},
 		{[]string{"roofline", "--no-speed", "--prefill-rounds", "2"}, "--prefill-rounds prefills"},
-		{[]string{"roofline", "--prefill-rounds", "-1"}, "--prefill-rounds must not be negative"},
+		{[]string{"roofline", "--prefill-rounds", "-1"}, "--prefill-rounds -1: must be at least 0"},
 		{[]string{"roofline", "--bogus"}, "unknown flag"},
 	} {
 		var out, errOut bytes.Buffer
