@@ -44,6 +44,7 @@ import (
 	"github.com/ds4-go/ds4/engine/sample"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/progress"
 )
 
@@ -123,10 +124,10 @@ Options:
 
 // evalFlags are ds4-eval's options.
 type evalFlags struct {
-	questionsFile, model, mtp, backend, trace, parquet, hash, closeTokens string
-	threads, questions, pauseMS                                           int
-	metal, cuda, useCPU, quality, warm, think, nothink, plain             bool
-	cfg                                                                   harness.EvalConfig
+	questionsFile, model, trace, parquet, hash, closeTokens string
+	threads, questions, pauseMS                             int
+	warm, think, nothink, plain                             bool
+	cfg                                                     harness.EvalConfig
 }
 
 func parseFlags(args []string, stdout, stderr io.Writer) (*evalFlags, error) {
@@ -136,13 +137,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*evalFlags, error) {
 	fs.SortFlags = false
 	fs.StringVarP(&f.questionsFile, "questions-file", "f", "", "JSONL question file (required)")
 	fs.StringVarP(&f.model, "model", "m", "", "GGUF model (default ./"+engine.DefaultModel+", else the built-in tiny model)")
-	fs.StringVar(&f.mtp, "mtp", "", "MTP support GGUF (not supported in this build)")
-	fs.BoolVar(&f.metal, "metal", false, "Metal backend (not in this build)")
-	fs.BoolVar(&f.cuda, "cuda", false, "CUDA backend (not in this build)")
-	fs.BoolVar(&f.useCPU, "cpu", false, "CPU backend (the default and only one in this build)")
-	fs.StringVar(&f.backend, "backend", "", "backend by name: cpu")
 	fs.IntVarP(&f.threads, "threads", "t", 0, "CPU worker threads (0: one per CPU)")
-	fs.BoolVar(&f.quality, "quality", false, "prefer exact kernels (the CPU kernels always are)")
 	fs.BoolVar(&f.warm, "warm-weights", false, "read every page of the weights before evaluating")
 	fs.IntVarP(&f.cfg.Tokens, "tokens", "n", 16000, "max generated tokens per question (at most 1000000)")
 	fs.IntVar(&f.questions, "questions", 0, "run only the first N questions of the file")
@@ -174,10 +169,14 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*evalFlags, error) {
 		fs.PrintDefaults()
 		fs.SetOutput(stderr)
 	}
-	if err := fs.Parse(args); err != nil {
+	cli.AddUpstream(fs, upstreamFlags()...)
+	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil, err
 		}
+		return nil, usageError{err}
+	}
+	if err := cli.CheckUpstream(fs, stderr, "ds4-eval", upstreamFlags()...); err != nil {
 		return nil, usageError{err}
 	}
 	if err := f.validate(fs); err != nil {
@@ -186,7 +185,16 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*evalFlags, error) {
 	return f, nil
 }
 
+// upstreamFlags are upstream ds4-eval's flags that this build accepts
+// without effect or refuses (see internal/cli).
+func upstreamFlags() [][]cli.Upstream {
+	return [][]cli.Upstream{cli.Backends(), cli.Tuning(), cli.MTP()}
+}
+
+// validate checks the flags, naming the flag and the value at fault,
+// before anything is loaded.
 func (f *evalFlags) validate(fs *pflag.FlagSet) error {
+	c := &f.cfg
 	switch {
 	case fs.NArg() > 0:
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -194,20 +202,39 @@ func (f *evalFlags) validate(fs *pflag.FlagSet) error {
 		return errors.New("give the question file with -f/--questions-file")
 	case f.think && f.nothink:
 		return errors.New("--think and --nothink exclude each other")
-	case f.metal, f.cuda:
-		return errors.New("only the CPU backend is available in this build (use --cpu)")
-	case f.backend != "" && f.backend != "cpu":
-		return fmt.Errorf("invalid value for --backend: %s (valid backends: cpu)", f.backend)
-	case f.mtp != "":
-		return errors.New("--mtp is not supported in this build")
-	case f.threads < 0:
-		return errors.New("invalid value for --threads: must be >= 0")
-	case fs.Changed("questions") && f.questions <= 0, f.pauseMS <= 0:
-		return errors.New("--questions and --pause-ms must be positive")
-	case f.hash != string(harness.HashFull) && f.hash != string(harness.HashQuick) && f.hash != string(harness.HashNone):
-		return fmt.Errorf("invalid value for --hash: %q (want sha256, quick or none)", f.hash)
-	case f.closeTokens != "plain" && f.closeTokens != "special":
-		return fmt.Errorf("invalid value for --think-close-tokens: %q (want plain or special)", f.closeTokens)
+	}
+	for _, v := range []struct {
+		name string
+		bad  bool
+		want string
+	}{
+		{"threads", f.threads < 0, "must be at least 0 (0: one thread per CPU)"},
+		{"questions", fs.Changed("questions") && f.questions <= 0, "must be at least 1"},
+		{"pause-ms", f.pauseMS <= 0, "must be at least 1"},
+		{"hash", f.hash != string(harness.HashFull) && f.hash != string(harness.HashQuick) && f.hash != string(harness.HashNone), "must be sha256, quick or none"},
+		{"think-close-tokens", f.closeTokens != "plain" && f.closeTokens != "special", "must be plain or special"},
+		{"tokens", c.Tokens <= 0, "must be at least 1"},
+		{"tokens", c.Tokens > harness.MaxEvalContext, fmt.Sprintf("exceeds the %d token context cap", harness.MaxEvalContext)},
+		{"soft-limit-reply-budget", c.SoftBudget <= 0, "must be at least 1"},
+		{"hard-limit-reply-budget", c.HardBudget <= 0, "must be at least 1"},
+		{"soft-limit-think-close-rank", c.SoftRank <= 0, "must be at least 1"},
+		{"hard-limit-reply-budget", c.HardBudget >= c.Tokens, fmt.Sprintf("must be smaller than --tokens (%d)", c.Tokens)},
+		{"soft-limit-reply-budget", c.SoftBudget < c.HardBudget, fmt.Sprintf("must be >= --hard-limit-reply-budget (%d)", c.HardBudget)},
+		{"temp", !(c.Temperature >= 0 && c.Temperature <= sample.MaxTemperature), fmt.Sprintf("must be in [0, %d]", sample.MaxTemperature)},
+		{"top-p", !(c.TopP >= 0 && c.TopP <= 1), "must be in [0, 1]"},
+		{"min-p", !(c.MinP >= 0 && c.MinP <= 1), "must be in [0, 1]"},
+	} {
+		if v.bad {
+			return cli.FlagError(fs, v.name, "%s", v.want)
+		}
+	}
+	for _, in := range []struct{ name, path string }{{"questions-file", f.questionsFile}, {"model", f.model}} {
+		if err := cli.InputFile(in.name, in.path); err != nil {
+			return err
+		}
+	}
+	if err := cli.OutputFile("trace", f.trace); err != nil {
+		return err
 	}
 	f.cfg.Think = !f.nothink
 	f.cfg.SpecialClose = f.closeTokens == "special"
@@ -221,7 +248,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	cases, err := harness.LoadEvalCases(f.questionsFile)
 	if err != nil {
-		return err
+		return fmt.Errorf("--questions-file: %w", err)
 	}
 	if f.questions > len(cases) {
 		return usageError{fmt.Errorf("--questions %d: %s holds only %d questions", f.questions, f.questionsFile, len(cases))}
@@ -232,7 +259,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var trace *os.File
 	if f.trace != "" {
 		if trace, err = os.Create(f.trace); err != nil {
-			return usageError{fmt.Errorf("cannot open trace: %w", err)}
+			return usageError{fmt.Errorf("--trace %s: %w", f.trace, err)}
 		}
 		defer trace.Close()
 	}

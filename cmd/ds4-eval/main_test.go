@@ -128,8 +128,11 @@ func TestEvalTiny(t *testing.T) {
 	tracePath := filepath.Join(dir, "trace.txt")
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"-f", example, "-n", "8", "--soft-limit-reply-budget", "6", "--hard-limit-reply-budget", "4",
-		"--temp", "0.8", "--seed", "3", "-t", "2", "--trace", tracePath, "--parquet", dir, "--hash", "none", "--warm-weights"}, &out, &errOut)
+		"--temp", "0.8", "--seed", "3", "-t", "2", "--trace", tracePath, "--parquet", dir, "--hash", "none", "--warm-weights",
+		"--cpu", "--quality", "--power", "80"}, &out, &errOut) // upstream's flags that mean nothing here
 	require.Contains(t, errOut.String(), "built-in tiny synthetic model")
+	require.Contains(t, errOut.String(), "ds4-eval: --quality: ignored")
+	require.Contains(t, errOut.String(), "ds4-eval: --power 80: ignored")
 	require.Contains(t, errOut.String(), "ds4-eval: warming the weights 100.0%")
 	require.Regexp(t, `context auto-sized to \d+ tokens \(largest prompt=\d+ tokens, case=5, generation budget=8\)`, errOut.String())
 	require.Regexp(t, `prefill: [\d.]+ t/s \(\d+ tokens\), generation: [\d.]+ t/s \(\d+ tokens\)`, errOut.String())
@@ -273,25 +276,33 @@ func TestEvalUsage(t *testing.T) {
 		{[]string{"-f", example, "extra"}, 2, `unexpected argument "extra"`},
 		{[]string{"-f", example, "--bogus"}, 2, "unknown flag: --bogus"},
 		{[]string{"-f", example, "--think", "--nothink"}, 2, "exclude each other"},
-		{[]string{"-f", example, "--cuda"}, 2, "only the CPU backend"},
-		{[]string{"-f", example, "--backend", "metal"}, 2, "valid backends: cpu"},
-		{[]string{"-f", example, "--mtp", "x.gguf"}, 2, "--mtp is not supported"},
-		{[]string{"-f", example, "-n", "0"}, 2, "must be positive"},
-		{[]string{"-f", example, "-n", "1000001"}, 2, "exceeds the 1000000 token context cap"},
-		{[]string{"-f", example, "-n", "512"}, 2, "--hard-limit-reply-budget (512) must be smaller than --tokens (512)"},
-		{[]string{"-f", example, "--soft-limit-reply-budget", "100"}, 2, "must be >= --hard-limit-reply-budget"},
-		{[]string{"-f", example, "--temp", "101"}, 2, "invalid temperature"},
-		{[]string{"-f", example, "--questions", "0"}, 2, "--questions and --pause-ms must be positive"},
-		{[]string{"-f", example, "--think-close-tokens", "both"}, 2, `--think-close-tokens: "both"`},
+		{[]string{"-f", example, "--cuda"}, 2, "--cuda: the CUDA backend is not in this build"},
+		{[]string{"-f", example, "--metal"}, 2, "--metal: the Metal backend is not in this build"},
+		{[]string{"-f", example, "--backend", "metal"}, 2, "--backend metal: not in this build: the only backend is cpu"},
+		{[]string{"-f", example, "--mtp", "x.gguf"}, 2, "--mtp x.gguf: not in this build"},
+		{[]string{"-f", example, "-n", "0"}, 2, "--tokens 0: must be at least 1"},
+		{[]string{"-f", example, "-n", "1000001"}, 2, "--tokens 1000001: exceeds the 1000000 token context cap"},
+		{[]string{"-f", example, "-n", "512"}, 2, "--hard-limit-reply-budget 512: must be smaller than --tokens (512)"},
+		{[]string{"-f", example, "--soft-limit-reply-budget", "100"}, 2, "--soft-limit-reply-budget 100: must be >= --hard-limit-reply-budget (512)"},
+		{[]string{"-f", example, "--soft-limit-think-close-rank", "0"}, 2, "--soft-limit-think-close-rank 0: must be at least 1"},
+		{[]string{"-f", example, "--temp", "101"}, 2, "--temp 101: must be in [0, 100]"},
+		{[]string{"-f", example, "-temp", "0", "--top-p", "1.5"}, 2, "--top-p 1.5: must be in [0, 1]"},
+		{[]string{"-f", example, "-t", "-1"}, 2, "--threads -1: must be at least 0"},
+		{[]string{"-f", example, "--questions", "0"}, 2, "--questions 0: must be at least 1"},
+		{[]string{"-f", example, "--pause-ms", "0"}, 2, "--pause-ms 0: must be at least 1"},
+		{[]string{"-f", example, "--think-close-tokens", "both"}, 2, `--think-close-tokens both: must be plain or special`},
 		{[]string{"-f", example, "--questions", "6"}, 2, "holds only 5 questions"},
-		{[]string{"-f", example, "--hash", "md5"}, 2, `invalid value for --hash: "md5"`},
-		{[]string{"-f", example, "--trace", filepath.Join(t.TempDir(), "no", "dir", "t.txt")}, 2, "cannot open trace"},
-		{[]string{"-f", filepath.Join(t.TempDir(), "none.jsonl")}, 1, "no such file"},
+		{[]string{"-f", example, "--hash", "md5"}, 2, `--hash md5: must be sha256, quick or none`},
+		{[]string{"-f", example, "-m", "/nope.gguf"}, 2, "--model /nope.gguf: no such file"},
+		{[]string{"-f", example, "--trace", filepath.Join(t.TempDir(), "no", "dir", "t.txt")}, 2, "no such directory"},
+		{[]string{"-f", filepath.Join(t.TempDir(), "none.jsonl")}, 2, "none.jsonl: no such file"},
 		{[]string{"-f", bad}, 1, `bad.jsonl:1: case S/a: answer "x": want a non-negative integer`},
 	} {
 		var out, errOut bytes.Buffer
 		require.Equal(t, tc.code, run(context.Background(), tc.args, &out, &errOut), "%v: %s", tc.args, errOut.String())
 		require.Contains(t, errOut.String(), tc.want, tc.args)
+		require.NotContains(t, errOut.String(), "tiny synthetic model", "%v loaded the model", tc.args)
+		require.NotContains(t, errOut.String(), "context buffers", tc.args)
 	}
 	var out, errOut bytes.Buffer
 	require.Equal(t, 0, run(context.Background(), []string{"-h"}, &out, &errOut))
