@@ -34,6 +34,7 @@ import (
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/prompt"
 	"github.com/ds4-go/ds4/engine/tokenizer"
+	"github.com/ds4-go/ds4/internal/cli"
 )
 
 func main() {
@@ -100,10 +101,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.threads, "threads", 0, "CPU threads (0: all)")
 	fs.StringVar(&o.dir, "dir", "", "directory for the cache files (default: a temporary one, removed)")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
+		return 2
+	}
+	if err := o.validate(fs); err != nil {
+		fmt.Fprintf(stderr, "ds4-kvbench: %v\n", err)
 		return 2
 	}
 	rep, err := measure(o, stderr)
@@ -120,6 +125,43 @@ func run(args []string, stdout, stderr io.Writer) int {
 	print(stdout, rep)
 	return 0
 }
+
+// validate checks the options, naming the flag and the value at fault,
+// before anything is built.
+func (o *options) validate(fs *pflag.FlagSet) error {
+	maxCtx := layout.Tiny().ContextLength
+	turnCtx := 0 // the agent turns' context, where no factor overflows it
+	if o.turns <= maxCtx && o.toolTokens <= maxCtx && o.replyTokens <= maxCtx {
+		turnCtx = 1024 + o.turns*(o.toolTokens+o.replyTokens+64)
+	}
+	for _, v := range []struct {
+		name string
+		bad  bool
+		want string
+	}{
+		{"prefix", o.prefix < 0, "must be at least 0 (0: no restore timing)"},
+		{"prefix", o.prefix+restoreMargin > maxCtx, fmt.Sprintf("must be at most %d (the tiny model's context less %d)", maxCtx-restoreMargin, restoreMargin)},
+		{"turns", o.turns < 0, "must be at least 0 (0: no turns)"},
+		{"tool-tokens", o.toolTokens <= 0, "must be at least 1"},
+		{"reply-tokens", o.replyTokens <= 0, "must be at least 1"},
+		{"turns", o.turns > 0 && (turnCtx == 0 || turnCtx > maxCtx), fmt.Sprintf("with --tool-tokens %d and --reply-tokens %d: the conversation would not fit the tiny model's %d-token context", o.toolTokens, o.replyTokens, maxCtx)},
+		{"threads", o.threads < 0, "must be at least 0 (0: one thread per CPU)"},
+	} {
+		if v.bad {
+			return cli.FlagError(fs, v.name, "%s", v.want)
+		}
+	}
+	if o.dir != "" {
+		if st, err := os.Stat(o.dir); err == nil && !st.IsDir() {
+			return cli.FlagError(fs, "dir", "is a file, not a directory")
+		}
+	}
+	return nil
+}
+
+// restoreMargin is the context the restore timing allocates beyond its
+// prefix.
+const restoreMargin = 256
 
 // measure runs the measurements.
 func measure(o options, logw io.Writer) (*Report, error) {
@@ -219,7 +261,7 @@ func (b *bench) restore() (*Restore, error) {
 		return fmt.Sprintf("Line %d of the system prompt describes tool number %d and its arguments.\n", i, i%17)
 	})
 	toks := b.tk.EncodeSpecial(text)[:n]
-	ctx := n + 256
+	ctx := n + restoreMargin
 	s, err := b.session(ctx)
 	if err != nil {
 		return nil, err
