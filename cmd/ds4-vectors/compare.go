@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/plots"
 	"github.com/ds4-go/ds4/vectors"
 )
@@ -50,7 +51,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	hist := fs.String("hist", "", "draw the KL histogram to FILE (.svg or .png)")
 	positions := fs.String("positions", "", "draw the per-position KL chart to FILE (.svg or .png)")
 	title := fs.String("title", "", "chart title (default RUN vs REF)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
@@ -60,6 +61,19 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 		return usageError{errors.New("compare: give REF and RUN (raw float32 logits with --vocab, or JSON dumps / directories of them)")}
 	}
 	ref, run := fs.Arg(0), fs.Arg(1)
+	for _, p := range []string{ref, run} {
+		if err := checkArgFile(p); err != nil {
+			return usageError{fmt.Errorf("compare: %w", err)}
+		}
+	}
+	if *vocab < 0 {
+		return usageError{fmt.Errorf("compare: %w", cli.FlagError(fs, "vocab", "must be at least 1"))}
+	}
+	for _, out := range []struct{ name, path string }{{"hist", *hist}, {"positions", *positions}} {
+		if err := cli.OutputFile(out.name, out.path); err != nil {
+			return usageError{fmt.Errorf("compare: %w", err)}
+		}
+	}
 	var cmps []comparison
 	if isDumps(ref) && isDumps(run) {
 		var err error

@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -53,6 +54,7 @@ import (
 
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine/checkpoint"
+	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/vectors"
 )
 
@@ -121,7 +123,7 @@ func runOracle(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	modes := fs.StringSlice("mode", []string{"lossless"}, "conversions to run: lossless, f32, q2, q4 (quantized ones are reported, not bounded)")
 	threads := fs.Int("threads", 0, "worker threads (0: one per CPU)")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := cli.Parse(fs, args[1:]); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
@@ -135,29 +137,39 @@ func runOracle(args []string, stdout, stderr io.Writer) int {
 	for _, s := range *modes {
 		m, err := checkpoint.ParseMode(s)
 		if err != nil {
-			fmt.Fprintf(stderr, "ds4-vectors: %v\n", err)
-			return 2
+			return status(usageError{fmt.Errorf("oracle: --mode %s: %w", s, err)}, stderr)
 		}
 		ms = append(ms, m)
+	}
+	if *threads < 0 {
+		return status(usageError{fmt.Errorf("oracle: %w", cli.FlagError(fs, "threads", "must be at least 0 (0: one thread per CPU)"))}, stderr)
+	}
+	for _, dir := range fs.Args() {
+		if err := checkCaseDir(dir); err != nil {
+			return status(usageError{fmt.Errorf("oracle: %w", err)}, stderr)
+		}
+	}
+	// Every case loads before the table starts: nothing is printed after
+	// an error.
+	var cases []*vectors.OracleCase
+	for _, dir := range fs.Args() {
+		c, err := vectors.LoadOracle(dir)
+		if err != nil {
+			return status(fmt.Errorf("oracle: %w", err), stderr)
+		}
+		cases = append(cases, c)
 	}
 	be := cpu.New(*threads)
 	defer be.Close()
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "case\tmode\tpath\tmax|Δ|\tmean KL\tmedian KL\tp90 KL\tmax KL\ttop-1\t\tofficial mean KL\tmax KL\ttop-1\tbars\t")
 	failed := false
-	for _, dir := range fs.Args() {
-		c, err := vectors.LoadOracle(dir)
-		if err != nil {
-			fmt.Fprintf(stderr, "ds4-vectors: %v\n", err)
-			failed = true
-			continue
-		}
+	for _, c := range cases {
 		for _, m := range ms {
 			res, err := vectors.RunOracle(c, m, be)
 			if err != nil {
-				fmt.Fprintf(stderr, "ds4-vectors: %v\n", err)
-				failed = true
-				continue
+				tw.Flush()
+				return status(fmt.Errorf("oracle: %s %s: %w", c.Name, m, err), stderr)
 			}
 			verdict := "ok"
 			if err := res.Check(); err != nil {
@@ -186,4 +198,39 @@ func runOracle(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// checkCaseDir checks that the oracle case directory dir exists.
+func checkCaseDir(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case os.IsNotExist(err):
+		return fmt.Errorf("CASE_DIR %s: no such directory", dir)
+	case err != nil:
+		return fmt.Errorf("CASE_DIR %s: %w", dir, err)
+	case !st.IsDir():
+		return fmt.Errorf("CASE_DIR %s: not a directory", dir)
+	}
+	return nil
+}
+
+// checkArgFile checks that the file or directory of a positional argument
+// exists.
+func checkArgFile(path string) error {
+	if _, err := os.Stat(path); os.IsNotExist(err) {
+		return fmt.Errorf("%s: no such file or directory", path)
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
+// checkOutArg checks that the output file of the positional argument name
+// can be created in an existing directory.
+func checkOutArg(name, path string) error {
+	dir := filepath.Dir(path)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return fmt.Errorf("%s %s: no such directory %s", name, path, dir)
+	}
+	return nil
 }

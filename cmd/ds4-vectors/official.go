@@ -21,6 +21,7 @@ import (
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/vectors"
 )
 
@@ -80,7 +81,7 @@ func runOfficial(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.dump, "dump", "", "save each case's steps as DIR/<id>.json (a saved run for compare)")
 	fs.StringVar(&f.logits, "save-logits", "", "save each case's full logits as DIR/<id>.f32 (local model only)")
 	fs.StringVar(&f.parquet, "parquet", "", "write the results as Parquet under DIR (hive-style partitions)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
@@ -89,8 +90,20 @@ func runOfficial(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("official: unexpected argument %q", fs.Arg(0))}
 	}
-	if !(f.tolerance > 0) {
-		return usageError{errors.New("official: --tolerance must be positive")}
+	switch {
+	case !(f.tolerance > 0):
+		return usageError{fmt.Errorf("official: %w", cli.FlagError(fs, "tolerance", "must be positive"))}
+	case f.threads < 0:
+		return usageError{fmt.Errorf("official: %w", cli.FlagError(fs, "threads", "must be at least 0 (0: one thread per CPU)"))}
+	case f.tiny && f.model != "":
+		return usageError{errors.New("official: --tiny excludes -m")}
+	case f.endpoint != "" && (f.model != "" || f.tiny || f.logits != ""):
+		return usageError{errors.New("official: --endpoint excludes -m, --tiny and --save-logits")}
+	}
+	for _, in := range []struct{ name, path string }{{"vec", f.vec}, {"model", f.model}} {
+		if err := cli.InputFile(in.name, in.path); err != nil {
+			return usageError{fmt.Errorf("official: %w", err)}
+		}
 	}
 	vecPath := f.vec
 	if vecPath == "" {

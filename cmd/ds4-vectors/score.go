@@ -11,8 +11,10 @@ import (
 
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/internal/cli"
 )
 
 // defaultPromptFiles are the quality prompt sets tried in order when
@@ -24,6 +26,9 @@ func defaultPromptFiles() []string {
 // promptFile returns path, or the first default prompt set that exists.
 func promptFile(path string) (string, error) {
 	if path != "" {
+		if err := cli.InputFile("prompts", path); err != nil {
+			return "", usageError{err}
+		}
 		return path, nil
 	}
 	for _, p := range defaultPromptFiles() {
@@ -32,6 +37,20 @@ func promptFile(path string) (string, error) {
 		}
 	}
 	return "", usageError{errors.New("no prompt set: give --prompts FILE (upstream's gguf-tools/quality-testing/prompts.jsonl)")}
+}
+
+// checkScoring checks the model, context and thread flags of the scoring
+// commands before anything is loaded.
+func checkScoring(fs *pflag.FlagSet, model string, ctx, threads int) error {
+	switch max := layout.Flash().ContextLength; {
+	case ctx <= 0:
+		return cli.FlagError(fs, "ctx", "must be at least 1")
+	case ctx > max:
+		return cli.FlagError(fs, "ctx", "must be at most %d, the DS4 context length", max)
+	case threads < 0:
+		return cli.FlagError(fs, "threads", "must be at least 0 (0: one thread per CPU)")
+	}
+	return cli.InputFile("model", model)
 }
 
 // openScoringModel opens -m (see engine.OpenDefault), saying so on stderr
@@ -56,7 +75,7 @@ func runScore(args []string, stdout, stderr io.Writer) error {
 	ctx := fs.Int("ctx", 4096, "session context in tokens (at least 1024)")
 	threads := fs.IntP("threads", "t", 0, "CPU worker threads (0: one per CPU)")
 	parquetDir := fs.String("parquet", "", "also write the rows as Parquet under DIR (hive-style partitions)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
@@ -65,10 +84,13 @@ func runScore(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() != 2 {
 		return usageError{errors.New("score: give MANIFEST.tsv and OUT.tsv")}
 	}
-	if *ctx <= 0 || *threads < 0 {
-		return usageError{errors.New("score: --ctx must be positive and --threads not negative")}
+	if err := checkScoring(fs, *model, *ctx, *threads); err != nil {
+		return usageError{fmt.Errorf("score: %w", err)}
 	}
 	manifest, outPath := fs.Arg(0), fs.Arg(1)
+	if err := checkOutArg("OUT.tsv", outPath); err != nil {
+		return usageError{fmt.Errorf("score: %w", err)}
+	}
 	cases, err := harness.ReadManifest(manifest)
 	if err != nil {
 		return err
@@ -130,7 +152,7 @@ func runCompareScores(args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("compare-scores", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	parquetDir := fs.String("parquet", "", "also write the joined rows as Parquet under DIR (hive-style partitions)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
@@ -140,6 +162,11 @@ func runCompareScores(args []string, stdout, stderr io.Writer) error {
 		return usageError{errors.New("compare-scores: give OLD.tsv and NEW.tsv")}
 	}
 	oldPath, newPath := fs.Arg(0), fs.Arg(1)
+	for _, p := range []string{oldPath, newPath} {
+		if err := checkArgFile(p); err != nil {
+			return usageError{fmt.Errorf("compare-scores: %w", err)}
+		}
+	}
 	old, err := harness.ReadScoresFile(oldPath)
 	if err != nil {
 		return err
@@ -184,7 +211,7 @@ func runManifest(args []string, stdout, stderr io.Writer) error {
 	maxTokens := fs.Int("max-tokens", 24, "greedy tokens per continuation")
 	ctx := fs.Int("ctx", 4096, "session context in tokens")
 	threads := fs.IntP("threads", "t", 0, "CPU worker threads (0: one per CPU)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
@@ -193,8 +220,17 @@ func runManifest(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() != 0 || *out == "" {
 		return usageError{errors.New("manifest: give --out DIR and no arguments")}
 	}
-	if *count <= 0 || *maxTokens <= 0 || *ctx <= 0 || *threads < 0 {
-		return usageError{errors.New("manifest: --count, --max-tokens and --ctx must be positive")}
+	switch {
+	case *count <= 0:
+		return usageError{fmt.Errorf("manifest: %w", cli.FlagError(fs, "count", "must be at least 1"))}
+	case *maxTokens <= 0:
+		return usageError{fmt.Errorf("manifest: %w", cli.FlagError(fs, "max-tokens", "must be at least 1"))}
+	}
+	if err := checkScoring(fs, *model, *ctx, *threads); err != nil {
+		return usageError{fmt.Errorf("manifest: %w", err)}
+	}
+	if st, err := os.Stat(*out); err == nil && !st.IsDir() {
+		return usageError{fmt.Errorf("manifest: %w", cli.FlagError(fs, "out", "is a file, not a directory"))}
 	}
 	path, err := promptFile(*prompts)
 	if err != nil {

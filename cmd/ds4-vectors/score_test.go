@@ -83,12 +83,12 @@ func TestScoreCommands(t *testing.T) {
 		want string
 	}{
 		{[]string{"score", manifest}, 2, "give MANIFEST.tsv and OUT.tsv"},
-		{[]string{"score", "--ctx", "0", manifest, scores}, 2, "--ctx must be positive"},
+		{[]string{"score", "--ctx", "0", manifest, scores}, 2, "--ctx 0: must be at least 1"},
 		{[]string{"score", filepath.Join(dir, "none.tsv"), scores}, 1, "no such file"},
 		{[]string{"compare-scores", scores}, 2, "give OLD.tsv and NEW.tsv"},
 		{[]string{"compare-scores", scores, other}, 1, "no common cases"},
 		{[]string{"manifest", "--prompts", qualityPrompts}, 2, "give --out DIR"},
-		{[]string{"manifest", "--count", "0", "--out", dir}, 2, "must be positive"},
+		{[]string{"manifest", "--count", "0", "--out", dir}, 2, "--count 0: must be at least 1"},
 		{[]string{"manifest", "--prompts", other, "--out", dir}, 1, "other.tsv:1"},
 	} {
 		out.Reset()

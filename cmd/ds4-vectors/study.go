@@ -14,6 +14,7 @@ import (
 	"github.com/ds4-go/ds4/engine/checkpoint"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/plots"
 )
 
@@ -33,7 +34,7 @@ func runStudy(args []string, stdout, stderr io.Writer) error {
 	parquetDir := fs.String("parquet", "", "write every measurement as Parquet under DIR (hive-style partitions)")
 	chart := fs.String("svg", "", "draw the prefill mean KL and same-top-1 per case and recipe to FILE (.svg or .png)")
 	reference := fs.String("reference", "f32ref", "reference the chart shows: f32ref or official")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
@@ -42,11 +43,28 @@ func runStudy(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() == 0 {
 		return usageError{errors.New("study: give oracle CASE_DIR...")}
 	}
-	if *maxPrompts < 0 || *maxTokens < 0 || *threads < 0 || *holdout < 0 || *holdout == 1 {
-		return usageError{errors.New("study: --max-prompts, --max-tokens and --threads must not be negative, --holdout must be 0 or at least 2")}
+	for _, v := range []struct {
+		name string
+		bad  bool
+		want string
+	}{
+		{"max-prompts", *maxPrompts < 0, "must be at least 0 (0: all)"},
+		{"max-tokens", *maxTokens < 0, "must be at least 0 (0: all)"},
+		{"threads", *threads < 0, "must be at least 0 (0: one thread per CPU)"},
+		{"holdout", *holdout < 0 || *holdout == 1, "must be 0 or at least 2"},
+		{"reference", *reference != "f32ref" && *reference != "official", "must be f32ref or official"},
+	} {
+		if v.bad {
+			return usageError{fmt.Errorf("study: %w", cli.FlagError(fs, v.name, "%s", v.want))}
+		}
 	}
-	if *reference != "f32ref" && *reference != "official" {
-		return usageError{fmt.Errorf("study: --reference %q: want f32ref or official", *reference)}
+	for _, dir := range fs.Args() {
+		if err := checkCaseDir(dir); err != nil {
+			return usageError{fmt.Errorf("study: %w", err)}
+		}
+	}
+	if err := cli.OutputFile("svg", *chart); err != nil {
+		return usageError{fmt.Errorf("study: %w", err)}
 	}
 	var modes []checkpoint.Mode
 	for _, s := range *recipes {

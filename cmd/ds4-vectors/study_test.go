@@ -83,8 +83,8 @@ func TestStudyCommand(t *testing.T) {
 		{[]string{"study"}, "give oracle CASE_DIR"},
 		{[]string{"study", "--recipes", "lossless", caseDir}, "always measured"},
 		{[]string{"study", "--recipes", "q3", caseDir}, "q3"},
-		{[]string{"study", "--reference", "x", caseDir}, "want f32ref or official"},
-		{[]string{"study", "--holdout", "1", caseDir}, "--holdout must be 0 or at least 2"},
+		{[]string{"study", "--reference", "x", caseDir}, "--reference x: must be f32ref or official"},
+		{[]string{"study", "--holdout", "1", caseDir}, "--holdout 1: must be 0 or at least 2"},
 	} {
 		errOut.Reset()
 		require.Equal(t, 2, run(tc.args, &out, &errOut), tc.args)
