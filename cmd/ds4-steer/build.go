@@ -14,6 +14,7 @@ import (
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/tokenizer"
+	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/steering"
 )
 
@@ -46,11 +47,18 @@ func runBuild(args []string, stdout, stderr io.Writer) error {
 	case f.good == "" || f.bad == "":
 		return usageError{errors.New("--good and --bad are required")}
 	case f.component != "ffn_out" && f.component != "attn_out":
-		return usageError{fmt.Errorf("--component %q: want ffn_out or attn_out", f.component)}
-	case f.ctx < 2:
-		return usageError{errors.New("--ctx must be at least 2")}
-	case f.threads < 0:
-		return usageError{errors.New("--threads must not be negative")}
+		return usageError{cli.FlagError(fs, "component", "must be ffn_out or attn_out")}
+	}
+	if err := checkCommon(fs, f.model, f.ctx, f.threads); err != nil {
+		return usageError{err}
+	}
+	for _, in := range []struct{ name, path string }{{"good", f.good}, {"bad", f.bad}} {
+		if err := cli.InputFile(in.name, in.path); err != nil {
+			return usageError{err}
+		}
+	}
+	if st, err := os.Stat(f.out); err == nil && st.IsDir() {
+		return usageError{cli.FlagError(fs, "out", "is a directory, not a file")}
 	}
 	good, err := steering.ReadPrompts(f.good)
 	if err != nil {

@@ -32,7 +32,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/tokenizer"
+	"github.com/ds4-go/ds4/internal/cli"
 )
 
 // defaultModel is the GGUF ds4-steer looks for when -m is not given.
@@ -91,7 +93,7 @@ func (e usageError) Unwrap() error { return e.error }
 // parse parses a subcommand's flags, turning parse errors into usage
 // errors.
 func parse(fs *pflag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
@@ -101,6 +103,20 @@ func parse(fs *pflag.FlagSet, args []string) error {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
 	return nil
+}
+
+// checkCommon checks the model, context and thread flags shared by the
+// subcommands before anything is loaded.
+func checkCommon(fs *pflag.FlagSet, model string, ctx, threads int) error {
+	switch max := layout.Flash().ContextLength; {
+	case ctx < 2:
+		return cli.FlagError(fs, "ctx", "must be at least 2 (one prompt token and one generated token)")
+	case ctx > max:
+		return cli.FlagError(fs, "ctx", "must be at most %d, the DS4 context length", max)
+	case threads < 0:
+		return cli.FlagError(fs, "threads", "must be at least 0 (0: one thread per CPU)")
+	}
+	return cli.InputFile("model", model)
 }
 
 // openModel opens path, ./ds4flash.gguf, or the built-in tiny model, and

@@ -29,13 +29,23 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"sweep", "--direction", "d", "--prompts", "p", "--scales", "0,101"}, 2, "outside [-100, 100]"},
 		{[]string{"sweep", "--direction", "d", "--prompts", "p", "--scales", "0,x"}, 2, "not a number"},
 		{[]string{"sweep", "--direction", "d", "--prompts", "p", "--attn-scale", "-100.5"}, 2, "--attn-scale"},
-		{[]string{"sweep", "--direction", "d", "--prompts", "p"}, 1, "steering"},
+		{[]string{"sweep", "--direction", "d", "--prompts", "p"}, 2, "--direction d: no such file"},
+		{[]string{"build", "--good", "g", "--bad", "b"}, 2, "--good g: no such file"},
+		{[]string{"build", "--good", "g", "--bad", "b", "--ctx", "1"}, 2, "--ctx 1: must be at least 2"},
+		{[]string{"build", "--good", "g", "--bad", "b", "-t", "-1"}, 2, "--threads -1: must be at least 0"},
+		{[]string{"build", "--good", "g", "--bad", "b", "-m", "/nope.gguf"}, 2, "--model /nope.gguf: no such file"},
+		{[]string{"sweep", "--direction", "d", "--prompts", "p", "-n", "0"}, 2, "--tokens 0: must be at least 1"},
+		{[]string{"sweep", "--direction", "d", "--prompts", "p", "--ctx", "100000000"}, 2, "--ctx 100000000: must be at most 1048576"},
+		{[]string{"sweep", "--direction", "d", "--prompts", "p", "--hash", "md5"}, 2, "--hash md5: must be sha256, quick or none"},
 		{[]string{"build", "--help"}, 0, "--pair-normalize"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(c.args, &stdout, &stderr)
 		if code != c.code || !strings.Contains(stdout.String()+stderr.String(), c.want) {
 			t.Errorf("%v: exit %d, stdout %q stderr %q", c.args, code, stdout.String(), stderr.String())
+		}
+		if strings.Contains(stderr.String(), "tiny synthetic model") {
+			t.Errorf("%v loaded the model: %q", c.args, stderr.String())
 		}
 	}
 }

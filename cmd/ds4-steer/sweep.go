@@ -16,6 +16,7 @@ import (
 	"github.com/ds4-go/ds4/engine/sample"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/plots"
 	"github.com/ds4-go/ds4/steering"
 	"github.com/ds4-go/ds4/vectors"
@@ -97,11 +98,10 @@ func runSweep(args []string, stdout, stderr io.Writer) error {
 	case f.direction == "" || f.prompts == "":
 		return usageError{errors.New("--direction and --prompts are required")}
 	case f.tokens <= 0:
-		return usageError{errors.New("--tokens must be positive")}
-	case f.ctx < 2:
-		return usageError{errors.New("--ctx must be at least 2")}
-	case f.threads < 0:
-		return usageError{errors.New("--threads must not be negative")}
+		return usageError{cli.FlagError(fs, "tokens", "must be at least 1")}
+	}
+	if err := checkCommon(fs, f.model, f.ctx, f.threads); err != nil {
+		return usageError{err}
 	}
 	if err := checkScale("--attn-scale", f.attnScale); err != nil {
 		return usageError{err}
@@ -109,7 +109,15 @@ func runSweep(args []string, stdout, stderr io.Writer) error {
 	switch harness.HashMode(f.hash) {
 	case harness.HashFull, harness.HashQuick, harness.HashNone:
 	default:
-		return usageError{fmt.Errorf("--hash %q: want sha256, quick or none", f.hash)}
+		return usageError{cli.FlagError(fs, "hash", "must be sha256, quick or none")}
+	}
+	for _, in := range []struct{ name, path string }{{"direction", f.direction}, {"prompts", f.prompts}} {
+		if err := cli.InputFile(in.name, in.path); err != nil {
+			return usageError{err}
+		}
+	}
+	if err := cli.OutputFile("svg", f.svg); err != nil {
+		return usageError{err}
 	}
 	prompts, err := steering.ReadPrompts(f.prompts)
 	if err != nil {
