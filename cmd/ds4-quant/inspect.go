@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -10,17 +11,23 @@ import (
 
 	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/internal/cli"
 )
 
 func runInspect(args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("inspect", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	quiet := fs.BoolP("quiet", "q", false, "print only the summary and the layout check")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return usageError{err}
 	}
 	if fs.NArg() != 1 {
 		return usageError{fmt.Errorf("need exactly one GGUF file")}
+	}
+	if st, err := os.Stat(fs.Arg(0)); err != nil {
+		return usageError{fmt.Errorf("%s: no such file", fs.Arg(0))}
+	} else if st.IsDir() {
+		return usageError{fmt.Errorf("%s: is a directory, not a GGUF file", fs.Arg(0))}
 	}
 	f, err := gguf.Open(fs.Arg(0))
 	if err != nil {

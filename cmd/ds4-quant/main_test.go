@@ -100,3 +100,27 @@ func TestSynthFlagErrors(t *testing.T) {
 	_, err := os.Stat(out)
 	require.True(t, os.IsNotExist(err), "no file is left behind")
 }
+
+// TestUsageNamesValues checks that bad command lines fail with status 2
+// and a message naming the flag or argument and its value, before any
+// file is read or written.
+func TestUsageNamesValues(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"synth", "--preset", "huge", "-o", filepath.Join(dir, "x.gguf")}, "--preset huge: must be tiny or flash"},
+		{[]string{"synth", "--workers", "-1", "-o", filepath.Join(dir, "x.gguf")}, "--workers -1: must be at least 0"},
+		{[]string{"synth", "--layers", "-2", "-o", filepath.Join(dir, "x.gguf")}, "--layers -2: must be at least 0"},
+		{[]string{"synth", "-o", filepath.Join(dir, "no", "x.gguf")}, "--out " + filepath.Join(dir, "no", "x.gguf") + ": no such directory"},
+		{[]string{"synth", "-o", dir}, "--out " + dir + ": is a directory"},
+		{[]string{"inspect", filepath.Join(dir, "none.gguf")}, filepath.Join(dir, "none.gguf") + ": no such file"},
+		{[]string{"inspect", dir}, dir + ": is a directory, not a GGUF file"},
+	} {
+		code, _, stderr := runCmd(tc.args...)
+		require.Equal(t, 2, code, "%v: %s", tc.args, stderr)
+		require.Contains(t, stderr, tc.want, tc.args)
+	}
+	require.NoFileExists(t, filepath.Join(dir, "x.gguf"))
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/ds4-go/ds4/engine/checkpoint"
 	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/progress"
 	"github.com/ds4-go/ds4/quant"
 )
@@ -42,7 +43,7 @@ func runQuantize(args []string, stdout, stderr io.Writer) error {
 		}
 		return pflag.NormalizedName(name)
 	})
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return usageError{err}
 	}
 	if (*hf == "") == (*in == "") || (*out == "" && !*dryRun) || fs.NArg() != 0 {
@@ -60,6 +61,21 @@ func runQuantize(args []string, stdout, stderr io.Writer) error {
 	}
 	if *hf == "" && *config != "" {
 		return usageError{errors.New("--config applies to --hf only (a GGUF carries its hyperparameters)")}
+	}
+	if *hf != "" {
+		if _, err := os.Stat(*hf); err != nil {
+			return usageError{fmt.Errorf("--hf %s: no such file or directory", *hf)}
+		}
+	}
+	for _, f := range []struct{ name, path string }{{"in", *in}, {"imatrix", *imatrix}, {"config", *config}} {
+		if err := cli.InputFile(f.name, f.path); err != nil {
+			return usageError{err}
+		}
+	}
+	if !*dryRun {
+		if err := cli.OutputFile("out", *out); err != nil {
+			return usageError{err}
+		}
 	}
 	opt := checkpoint.Options{Mode: m, Workers: *workers, ImatrixStrict: *strict}
 	for _, s := range *types {

@@ -132,7 +132,10 @@ func TestQuantizeCommandErrors(t *testing.T) {
 		{[]string{"quantize", "--hf", oracleTiny, "-o", out, "--tensor-type", "token_embd.weight"}, 2, "want NAME=TYPE"},
 		{[]string{"quantize", "--hf", oracleTiny, "-o", out, "--tensor-type", "token_embd.weight=Q6_K"}, 2, "Q6_K cannot be written"},
 		{[]string{"quantize", "--hf", oracleTiny, "-o", out, "--tensor-type", "output_norm=Q8_0"}, 1, "output_norm.weight: --tensor-type output_norm=Q8_0: the engine accepts only [F32]"},
-		{[]string{"quantize", "--hf", oracleTiny, "-o", out, "--imatrix", filepath.Join(dir, "none.dat")}, 1, "no such file"},
+		{[]string{"quantize", "--hf", oracleTiny, "-o", out, "--imatrix", filepath.Join(dir, "none.dat")}, 2, "--imatrix " + filepath.Join(dir, "none.dat") + ": no such file"},
+		{[]string{"quantize", "--hf", filepath.Join(dir, "none"), "-o", out}, 2, "--hf " + filepath.Join(dir, "none") + ": no such file or directory"},
+		{[]string{"quantize", "--in", dir, "-o", out}, 2, "--in " + dir + ": is a directory"},
+		{[]string{"quantize", "--hf", oracleTiny, "-o", filepath.Join(dir, "no", "x.gguf")}, 2, "no such directory"},
 		{[]string{"quantize", "--hf", oracleTiny, "-o", out, "--imatrix", bad}, 1, "entry 0: name length 0 outside 1..4096"},
 		{[]string{"quantize", "--in", filepath.Join(oracleTiny, "config.json"), "-o", out}, 1, "is not GGUF"},
 	} {

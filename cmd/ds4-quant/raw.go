@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 
+	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/quant"
 	"github.com/spf13/pflag"
 )
@@ -42,7 +43,7 @@ func runRaw(args []string, stdout, stderr io.Writer) error {
 	}
 	// Command-line mistakes are usageErrors (exit status 2); the
 	// dispatcher prefixes every error with "ds4-quant raw: ".
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return usageError{err} // includes pflag.ErrHelp, which exits 0
 	}
 	if fs.NArg() != 2 {
@@ -59,7 +60,15 @@ func runRaw(args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("--type: %v is not supported (want F32, F16, BF16, Q8_0, Q2_K, Q4_K or IQ2_XXS)", typ)}
 	}
 	if *cols <= 0 {
-		return usageError{fmt.Errorf("--cols must be positive, got %d", *cols)}
+		return usageError{cli.FlagError(fs, "cols", "must be at least 1")}
+	}
+	if st, err := os.Stat(fs.Arg(0)); err != nil {
+		return usageError{fmt.Errorf("input %s: no such file", fs.Arg(0))}
+	} else if st.IsDir() {
+		return usageError{fmt.Errorf("input %s: is a directory, not a file", fs.Arg(0))}
+	}
+	if err := cli.InputFile("imatrix", *imatrix); err != nil {
+		return usageError{err}
 	}
 	rowBytes, err := typ.RowBytes(*cols)
 	if err != nil {

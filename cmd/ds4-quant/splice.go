@@ -13,6 +13,7 @@ import (
 	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/splice"
+	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/progress"
 	"github.com/ds4-go/ds4/quant"
 )
@@ -29,7 +30,7 @@ func runSplice(args []string, stdout, stderr io.Writer) error {
 	dryRun := fs.Bool("dry-run", false, "print the plan without writing")
 	force := fs.Bool("force", false, "replace an existing output file")
 	quiet := fs.BoolP("quiet", "q", false, "no progress on stderr")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return usageError{err}
 	}
 	if *basePath == "" || *donorPath == "" || *spec == "" || (*out == "" && !*dryRun) || fs.NArg() != 0 {
@@ -37,7 +38,17 @@ func runSplice(args []string, stdout, stderr io.Writer) error {
 	}
 	layers, err := splice.ParseLayers(*spec)
 	if err != nil {
-		return usageError{err}
+		return usageError{fmt.Errorf("--q4-layers %s: %w", *spec, err)}
+	}
+	for _, f := range []struct{ name, path string }{{"base", *basePath}, {"donor", *donorPath}} {
+		if err := cli.InputFile(f.name, f.path); err != nil {
+			return usageError{err}
+		}
+	}
+	if !*dryRun {
+		if err := cli.OutputFile("out", *out); err != nil {
+			return usageError{err}
+		}
 	}
 	if !*dryRun && !*force {
 		if _, err := os.Stat(*out); err == nil {

@@ -68,7 +68,9 @@ func TestSpliceCommand(t *testing.T) {
 		{[]string{"splice", "--base", base, "--donor", donor, "--q4-layers", "3-1", "--dry-run"}, 2, `range "3-1" is descending`},
 		{[]string{"splice", "--base", base, "--donor", donor, "--q4-layers", ",", "--dry-run"}, 2, "empty layer id"},
 		{[]string{"splice", "--base", base, "--donor", donor, "--q4-layers", "7", "--dry-run"}, 1, "layer 7: no routed expert tensors in the base"},
-		{[]string{"splice", "--base", base, "--donor", filepath.Join(dir, "none"), "--q4-layers", "1", "--dry-run"}, 1, "no such file"},
+		{[]string{"splice", "--base", base, "--donor", filepath.Join(dir, "none"), "--q4-layers", "1", "--dry-run"}, 2, "--donor " + filepath.Join(dir, "none") + ": no such file"},
+		{[]string{"splice", "--base", dir, "--donor", donor, "--q4-layers", "1", "--dry-run"}, 2, "--base " + dir + ": is a directory"},
+		{[]string{"splice", "--base", base, "--donor", donor, "--q4-layers", "1", "-o", filepath.Join(dir, "no", "out.gguf")}, 2, "no such directory"},
 	} {
 		code, _, stderr := runCmd(tc.args...)
 		require.Equal(t, tc.code, code, "%v: %s", tc.args, stderr)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/synth"
+	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/progress"
 )
 
@@ -51,11 +52,17 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 		fs.IntVar(&vals[i], d.name, 0, "override "+d.help)
 	}
 	ratios := fs.IntSlice("ratios", nil, "per-layer compression ratios (overrides the schedule; one per layer)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return usageError{err}
 	}
 	if *out == "" || fs.NArg() != 0 {
 		return usageError{fmt.Errorf("need --out FILE and no positional arguments")}
+	}
+	if *workers < 0 {
+		return usageError{cli.FlagError(fs, "workers", "must be at least 0 (0: one per CPU)")}
+	}
+	if err := cli.OutputFile("out", *out); err != nil {
+		return usageError{err}
 	}
 	var p layout.Params
 	switch *preset {
@@ -64,10 +71,10 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	case "flash":
 		p = layout.Flash()
 	default:
-		return usageError{fmt.Errorf("unknown preset %q (want tiny or flash)", *preset)}
+		return usageError{cli.FlagError(fs, "preset", "must be tiny or flash")}
 	}
 	if *layers < 0 {
-		return usageError{fmt.Errorf("--layers %d: must be positive", *layers)}
+		return usageError{cli.FlagError(fs, "layers", "must be at least 0 (0: the preset's)")}
 	}
 	if *layers > 0 {
 		p.SetLayers(*layers)
