@@ -11,6 +11,12 @@
 // The first SIGINT or SIGTERM stops accepting requests, aborts the
 // generation in progress and saves the live session to the disk cache; a
 // second one exits at once.
+//
+// Upstream's launch lines run unchanged (see internal/cli). Deviations
+// from upstream: --power, --quality, --prefill-chunk and the SSD-streaming
+// flags are accepted with a notice, and --mtp*, --metal, --cuda and
+// --backend other than cpu are refused (exit status 2). The command line
+// and the paths it names are checked before the model is loaded.
 package main
 
 import (

@@ -22,6 +22,14 @@
 //
 // With no -m and no ./ds4flash.gguf it runs the built-in tiny synthetic
 // model (random weights), so every command works with no download.
+//
+// Upstream's spellings work (-temp, -sys: see internal/cli). Deviations
+// from upstream: of upstream's flags that this build lacks, --power,
+// --quality, --prefill-chunk and the SSD-streaming flags are accepted with
+// a notice, and --mtp*, --metal, --cuda, --inspect, --dump-tokens,
+// --dump-logits, --expert-profile, the engine tests and --server are
+// refused (exit status 2). The whole command line, files included, is
+// checked before the model is loaded.
 package main
 
 import (
