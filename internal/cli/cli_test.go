@@ -162,3 +162,27 @@ func TestUpstream(t *testing.T) {
 		t.Errorf("help shows upstream's flags:\n%s", u)
 	}
 }
+
+func TestOutputFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, want string }{
+		{"", ""},
+		{filepath.Join(dir, "new.csv"), ""},
+		{file, ""},
+		{dir, "--csv " + dir + ": is a directory, not a file"},
+		{filepath.Join(dir, "no", "x.csv"), "--csv " + filepath.Join(dir, "no", "x.csv") + ": no such directory " + filepath.Join(dir, "no")},
+		{filepath.Join(file, "x.csv"), "--csv " + filepath.Join(file, "x.csv") + ": " + file + " is not a directory"},
+	} {
+		err := OutputFile("csv", c.path)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%q: %v", c.path, err)
+		case c.want != "" && (err == nil || err.Error() != c.want):
+			t.Errorf("%q: %v, want %q", c.path, err, c.want)
+		}
+	}
+}
