@@ -102,7 +102,7 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	}
 	if text == "" {
 		if g.promptFile != "" {
-			return usageError{fmt.Errorf("--prompt-file %s: the file is empty", g.promptFile)}
+			return usageError{fmt.Errorf("--prompt-file %s: the prompt is empty", g.promptFile)}
 		}
 		return usageError{errors.New(`-p "": the prompt is empty`)}
 	}

@@ -169,6 +169,6 @@ func TestTraceOneShot(t *testing.T) {
 	require.Equal(t, "<｜begin▁of▁sentence｜>Be brief.<｜User｜>Hello<｜Assistant｜></think>"+gen, string(tok.Decode(ids(tf.tokens))))
 
 	code, _, errOut = runCmd("", "-p", "Hello", "-n", "1", "--ctx", "64", "--trace", "missing/dir/x.trace")
-	require.Equal(t, 1, code)
-	require.Contains(t, errOut, "--trace: open missing/dir/x.trace")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--trace missing/dir/x.trace: no such directory missing/dir")
 }
