@@ -202,6 +202,10 @@ func (r *repl) command(line string) bool {
 			fmt.Fprintln(r.stderr, "ds4: /ctx needs a positive integer")
 			return false
 		}
+		if err := r.checkContext(n); err != nil {
+			fmt.Fprintf(r.stderr, "ds4: %v\n", err)
+			return false
+		}
 		logContextMemory(r.stderr, r.m.Params, n)
 		s, err := engine.NewSession(r.m, r.be, r.options(n))
 		if err != nil {
@@ -231,6 +235,18 @@ func (r *repl) command(line string) bool {
 		fmt.Fprintln(r.stderr, "ds4: type /help for commands")
 	}
 	return false
+}
+
+// checkContext refuses a /ctx value the model cannot hold, before its
+// buffers are estimated or allocated.
+func (r *repl) checkContext(n int) error {
+	switch max := r.m.Params.ContextLength; {
+	case n < minContext:
+		return fmt.Errorf("/ctx %d: must be at least %d (one prompt token and one generated token)", n, minContext)
+	case max > 0 && n > max:
+		return fmt.Errorf("/ctx %d: must be at most %d, the model's context length", n, max)
+	}
+	return nil
 }
 
 // think returns the thinking mode in effect with the current context.

@@ -170,7 +170,8 @@ func TestREPLRejectedTurnKeepsPrefix(t *testing.T) {
 	}{
 		{"/read too large", "/read long.txt", "does not fit in the 512-token context"},
 		{"message too large", long, "does not fit in the 512-token context"},
-		{"/ctx refused", "/ctx 100000000", "ds4: /ctx: engine: context 100000000 exceeds the model's"},
+		{"/ctx refused", "/ctx 100000000", "ds4: /ctx 100000000: must be at most 65536, the model's context length"},
+		{"/ctx too small", "/ctx 1", "ds4: /ctx 1: must be at least 2"},
 		{"/ctx malformed", "/ctx 12x", "ds4: /ctx needs a positive integer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -181,6 +182,8 @@ func TestREPLRejectedTurnKeepsPrefix(t *testing.T) {
 			h.experts = c
 			_, errOut := runREPLHooks(t, h, "hello\n"+tc.input+"\nafter\n", "--nothink")
 			require.Contains(t, errOut, tc.wantErr)
+			// The start's estimate only: a refused /ctx prints none.
+			require.Equal(t, 1, strings.Count(errOut, "context buffers"), errOut)
 			ts := prefills(t, errOut)
 			require.Len(t, ts, 2, errOut)
 			require.Equal(t, ts[0].prefill+ts[0].generated, ts[1].reused, errOut)
