@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -330,3 +331,13 @@ var errDiskFull = errors.New("disk full")
 type failWriter struct{}
 
 func (failWriter) Write([]byte) (int, error) { return 0, errDiskFull }
+
+// TestPastTheEndSizes checks that a tensor reaching past the end names the
+// file's size and the data section's, each as what it is.
+func TestPastTheEndSizes(t *testing.T) {
+	data := (&builder{}).head(1, 0).tensor("t", quant.F32, 0, 16).withData(60)
+	_, err := Parse(data)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), fmt.Sprintf("past the end of the %d-byte file", len(data)))
+	require.Contains(t, err.Error(), "60-byte data section")
+}

@@ -407,7 +407,8 @@ func (f *File) checkRanges() error {
 		end, c2 := bits.Add64(start, t.Size, 0)
 		if c1 != 0 || c2 != 0 || end > size {
 			return &FormatError{int64(f.DataOffset), fmt.Sprintf("tensor %q data", t.Name),
-				fmt.Errorf("range [%d, +%d) past the end of the %d-byte file: %w", t.Offset, t.Size, size-min(size, f.DataOffset), ErrTruncated)}
+				fmt.Errorf("range [%d, +%d) of the %d-byte data section lies past the end of the %d-byte file: %w",
+					t.Offset, t.Size, size-min(size, f.DataOffset), size, ErrTruncated)}
 		}
 	}
 	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(f.Tensors[a].Offset, f.Tensors[b].Offset) })
