@@ -194,6 +194,11 @@ func TestLoadRejectsBadModels(t *testing.T) {
 		{"wrong architecture", setKV("general.architecture", gguf.String("llama")), nil, `general.architecture: "llama", want "deepseek4"`},
 		{"inconsistent heads", setKV("deepseek4.attention.head_count", gguf.Uint32(8)), nil, "blk.0.attn_q_b.weight: dims [128 512], want [128 1024]"},
 		{"inconsistent ratios", setKV("deepseek4.attention.compress_ratios", gguf.Uint32s([]uint32{0, 4, 4, 128, 4, 128})), nil, "blk.1.attn_compressor_kv.weight: missing"},
+		{"sinkhorn iterations 2^31", setKV("deepseek4.hyper_connection.sinkhorn_iterations", gguf.Uint32(1<<31)), nil, `metadata "deepseek4.hyper_connection.sinkhorn_iterations" at offset`},
+		{"zero sinkhorn iterations", setKV("deepseek4.hyper_connection.sinkhorn_iterations", gguf.Uint32(0)), nil, `"deepseek4.hyper_connection.sinkhorn_iterations" at offset`},
+		{"huge top-k", setKV("deepseek4.attention.indexer.top_k", gguf.Uint32(1<<31)), nil, `"deepseek4.attention.indexer.top_k" at offset`},
+		{"huge window", setKV("deepseek4.attention.sliding_window", gguf.Uint32(1<<32-1)), nil, `"deepseek4.attention.sliding_window" at offset`},
+		{"huge ratio", setKV("deepseek4.attention.compress_ratios", gguf.Uint32s([]uint32{0, 0, 4, 1 << 31, 4, 128})), nil, `"deepseek4.attention.compress_ratios"[3] at offset`},
 		{"misshapen tensor", nil, func(ts []gguf.TensorInfo) []gguf.TensorInfo {
 			for i := range ts {
 				if ts[i].Name == "output.weight" {

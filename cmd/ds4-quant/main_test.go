@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -123,4 +124,38 @@ func TestUsageNamesValues(t *testing.T) {
 		require.Contains(t, stderr, tc.want, tc.args)
 	}
 	require.NoFileExists(t, filepath.Join(dir, "x.gguf"))
+}
+
+// TestInspectOutOfRangeMetadata writes files whose metadata has one count
+// out of its range and checks that inspect names the key and fails.
+func TestInspectOutOfRangeMetadata(t *testing.T) {
+	cases := []struct {
+		key string
+		val gguf.Value
+	}{
+		{"deepseek4.hyper_connection.sinkhorn_iterations", gguf.Uint32(1 << 31)},
+		{"deepseek4.attention.sliding_window", gguf.Uint32(0)},
+		{"deepseek4.vocab_size", gguf.Uint32(1<<32 - 1)},
+		{"deepseek4.block_count", gguf.Uint32(1 << 20)},
+	}
+	for _, c := range cases {
+		t.Run(c.key, func(t *testing.T) {
+			kv := layout.Tiny().KV()
+			for i := range kv {
+				if kv[i].Key == c.key {
+					kv[i].Value = c.val
+				}
+			}
+			var buf bytes.Buffer
+			w, err := gguf.NewWriter(&buf, kv, nil)
+			require.NoError(t, err)
+			require.NoError(t, w.Close())
+			path := filepath.Join(t.TempDir(), "bad.gguf")
+			require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
+			code, out, errOut := runCmd("inspect", "-q", path)
+			require.Equal(t, 1, code, errOut)
+			require.Contains(t, out, fmt.Sprintf("problem: gguf: metadata %q at offset", c.key))
+			require.Contains(t, out, fmt.Sprintf("%v outside", c.val))
+		})
+	}
 }

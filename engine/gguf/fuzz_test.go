@@ -14,6 +14,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(deepNest(8))
 	f.Add(deepNest(9))
 	f.Add((&builder{}).head(2, 0).tensor("a", 0, 0, 16).tensor("b", 0, 32, 8).withData(96))
+	f.Add((&builder{}).head(1, 0).tensor("t", 0, 0, 16).withData(60)) // data section past the end
 	f.Add((&builder{}).head(1, 1).str(AlignmentKey).u32(uint32(TypeUint32)).u32(64).tensor("t", 8, 0, 32, 2).withData(200))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := Parse(data)

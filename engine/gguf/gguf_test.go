@@ -341,3 +341,20 @@ func TestPastTheEndSizes(t *testing.T) {
 	require.Contains(t, err.Error(), fmt.Sprintf("past the end of the %d-byte file", len(data)))
 	require.Contains(t, err.Error(), "60-byte data section")
 }
+
+func TestValueOffset(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, []KV{{"a", String("xyz")}, {"b", Uint32(0xdeadbeef)}}, nil)
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	f, err := Parse(buf.Bytes())
+	require.NoError(t, err)
+	off, ok := f.ValueOffset("b")
+	require.True(t, ok)
+	require.Equal(t, uint32(0xdeadbeef), binary.LittleEndian.Uint32(buf.Bytes()[off:]))
+	off, ok = f.ValueOffset("a")
+	require.True(t, ok)
+	require.Equal(t, uint64(3), binary.LittleEndian.Uint64(buf.Bytes()[off:]))
+	_, ok = f.ValueOffset("c")
+	require.False(t, ok)
+}

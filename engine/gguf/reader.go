@@ -80,6 +80,7 @@ type File struct {
 
 	data   []byte
 	keys   map[string]int
+	voffs  []int64 // file offset of each KV's value, by index
 	names  map[string]int
 	unmap  func() error
 	closed bool
@@ -153,6 +154,16 @@ func (f *File) Value(key string) (Value, bool) {
 		return Value{}, false
 	}
 	return f.KV[i].Value, true
+}
+
+// ValueOffset returns the byte offset in the file of the value stored
+// under key, for errors that point at it.
+func (f *File) ValueOffset(key string) (int64, bool) {
+	i, ok := f.keys[key]
+	if !ok {
+		return 0, false
+	}
+	return f.voffs[i], true
 }
 
 // Tensor returns the info of the tensor called name.
@@ -275,6 +286,7 @@ func Parse(data []byte) (*File, error) {
 	f := &File{
 		Version: version,
 		KV:      make([]KV, 0, nKV),
+		voffs:   make([]int64, 0, nKV),
 		keys:    make(map[string]int, nKV),
 		data:    data,
 	}
@@ -292,12 +304,14 @@ func Parse(data []byte) (*File, error) {
 		if err != nil {
 			return nil, err
 		}
+		valueOff := d.off
 		v, err := d.value(field, ValueType(typ), 0)
 		if err != nil {
 			return nil, err
 		}
 		f.keys[key] = len(f.KV)
 		f.KV = append(f.KV, KV{key, v})
+		f.voffs = append(f.voffs, int64(valueOff))
 	}
 
 	f.Alignment = DefaultAlignment

@@ -3,6 +3,7 @@ package layout
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -111,7 +112,10 @@ func TestValidate(t *testing.T) {
 		{"nope not 64-aligned", func(p *Params) { p.RopeDim = 32 }, "multiple of 64"},
 		{"indexer dim", func(p *Params) { p.IndexerDim = 96 }, "power of two"},
 		{"groups", func(p *Params) { p.OGroups = 3 }, "not divisible"},
-		{"too many used", func(p *Params) { p.ExpertsUsed = 300 }, "exceeds expert_count"},
+		{"too many used", func(p *Params) { p.Experts, p.ExpertsUsed = 8, 9 }, "exceeds expert_count"},
+		{"sinkhorn 2^31", func(p *Params) { p.SinkhornIters = 1 << 31 }, "sinkhorn_iterations = 2147483648, outside 1..1000"},
+		{"huge window", func(p *Params) { p.Window = 1 << 20 }, "sliding_window = 1048576, outside"},
+		{"huge ratio", func(p *Params) { p.CompressRatios[3] = 1 << 20 }, "compress_ratios[3] = 1048576"},
 		{"shared", func(p *Params) { p.SharedExperts = 2 }, "one shared expert"},
 		{"hash layers", func(p *Params) { p.HashLayers = 50 }, "hash_layer_count"},
 		{"ratios length", func(p *Params) { p.CompressRatios = p.CompressRatios[:3] }, "compress_ratios has 3 entries"},
@@ -191,7 +195,7 @@ func TestFromGGUFTypeRules(t *testing.T) {
 		{"deepseek4.vocab_size", v(gguf.Uint64(129280)), "vocab_size: type UINT64"},
 		{"deepseek4.rope.freq_base", v(gguf.String("x")), "rope.freq_base: type STRING"},
 		{"deepseek4.attention.compress_ratios", v(gguf.Uint32s([]uint32{0, 0})), "2 entries for 6 layers"},
-		{"deepseek4.attention.compress_ratios", v(gguf.Int32s([]int32{0, 0, -4, 128, 4, 128})), "out of range"},
+		{"deepseek4.attention.compress_ratios", v(gguf.Int32s([]int32{0, 0, -4, 128, 4, 128})), "[2] at offset"},
 		{"deepseek4.swiglu_clamp_exp", v(gguf.Uint32s([]uint32{10, 10, 10, 10, 10, 10})), "want ARRAY of FLOAT32"},
 		{"deepseek4.expert_weights_norm", v(gguf.Uint8(1)), "type UINT8, want BOOL"},
 		{"deepseek4.expert_group_count", v(gguf.Uint32(2)), "expert groups are not supported"},
@@ -200,6 +204,54 @@ func TestFromGGUFTypeRules(t *testing.T) {
 	for _, c := range reject {
 		_, err := FromGGUF(metaFile(t, replaceKV(tiny.KV(), c.key, c.val)))
 		require.ErrorContains(t, err, c.msg, "%s", c.key)
+	}
+}
+
+// TestFromGGUFBounds writes files with one integer key out of its range
+// (below, above, 2^31, 2^32−1) and checks that the error is a
+// gguf.FormatError naming that key, and nothing else.
+func TestFromGGUFBounds(t *testing.T) {
+	tiny := Tiny()
+	type tc struct {
+		key string
+		val gguf.Value
+	}
+	var cases []tc
+	for _, r := range intRanges {
+		k := key(r.name)
+		if r.lo > 0 {
+			cases = append(cases, tc{k, gguf.Uint32(uint32(r.lo - 1))})
+		}
+		cases = append(cases, tc{k, gguf.Uint32(uint32(r.hi + 1))}, tc{k, gguf.Uint32(1 << 31)}, tc{k, gguf.Uint32(math.MaxUint32)})
+	}
+	cases = append(cases,
+		tc{"deepseek4.rope.scaling.original_context_length", gguf.Uint64(1 << 40)},
+		tc{"deepseek4.context_length", gguf.Uint64(math.MaxUint64)},
+		tc{"deepseek4.context_length", gguf.Int32(-1)},
+		tc{"deepseek4.attention.compress_ratios", gguf.Uint32s([]uint32{0, 0, 4, 128, 4, 1 << 31})},
+		tc{"deepseek4.attention.compress_ratios", gguf.Uint32s([]uint32{0, 1, 4, 128, 4, 128})},
+		tc{"deepseek4.attention.compress_ratios", gguf.Uint32s([]uint32{0, 0, 4, 128, 4, MaxCompressRatio + 1})},
+	)
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s=%v", strings.TrimPrefix(c.key, "deepseek4."), c.val), func(t *testing.T) {
+			_, err := FromGGUF(metaFile(t, replaceKV(tiny.KV(), c.key, &c.val)))
+			var fe *gguf.FormatError
+			require.ErrorAs(t, err, &fe)
+			require.Contains(t, fe.Field, fmt.Sprintf("%q", c.key))
+			require.ErrorIs(t, err, gguf.ErrLimit)
+			require.Positive(t, fe.Offset)
+			require.Len(t, unjoin(err), 1, "%v", err)
+		})
+	}
+	// The limits themselves are accepted where the rest allows.
+	for _, c := range []tc{
+		{"deepseek4.hyper_connection.sinkhorn_iterations", gguf.Uint32(1000)},
+		{"deepseek4.attention.sliding_window", gguf.Uint32(1 << 16)},
+		{"deepseek4.context_length", gguf.Uint32(0)},
+		{"deepseek4.attention.compress_ratios", gguf.Uint32s([]uint32{0, 0, 4, 128, 4, MaxCompressRatio})},
+	} {
+		_, err := FromGGUF(metaFile(t, replaceKV(tiny.KV(), c.key, &c.val)))
+		require.NoError(t, err, "%s = %v", c.key, c.val)
 	}
 }
 

@@ -150,6 +150,81 @@ func (p *Params) SetLayers(n int) {
 	p.HashLayers = min(p.HashLayers, n)
 }
 
+// intRange is the accepted range of one integer hyperparameter: its
+// metadata key (without the "deepseek4." prefix), lo..hi inclusive, and
+// where Params holds it.
+type intRange struct {
+	name   string
+	lo, hi int
+	field  func(*Params) *int
+}
+
+// intRanges bounds every integer hyperparameter that sizes a loop or an
+// allocation, so that a crafted file cannot make the engine spin or
+// allocate without end; the limits leave room far above the released
+// models (Flash values in the comments, V4 Pro's are below the limits
+// too). Relations between values (expert_used_count ≤ expert_count, …)
+// are checked in Validate.
+//
+//	key                                     range       Flash
+//	context_length                          0..2^24     1048576 (0: unknown)
+//	block_count                             1..1024     43
+//	embedding_length                        1..65536    4096
+//	vocab_size                              1..2^21     129280
+//	attention.head_count                    1..1024     64
+//	attention.head_count_kv                 1..1024     1
+//	attention.key_length                    1..4096     512
+//	attention.value_length                  1..4096     512
+//	rope.dimension_count                    1..4096     64
+//	attention.q_lora_rank                   1..65536    1024
+//	attention.output_lora_rank              1..65536    1024
+//	attention.output_group_count            1..1024     8
+//	expert_count                            1..4096     256
+//	expert_used_count                       1..256      6
+//	expert_feed_forward_length              1..65536    2048
+//	expert_shared_count                     1..16       1
+//	hash_layer_count                        0..1024     3
+//	attention.sliding_window                1..65536    128
+//	attention.indexer.head_count            1..1024     64
+//	attention.indexer.key_length            1..4096     128
+//	attention.indexer.top_k                 1..65536    512
+//	hyper_connection.count                  1..16       4
+//	hyper_connection.sinkhorn_iterations    1..1000     20
+//	rope.scaling.original_context_length    1..2^24     65536
+//	attention.compress_ratios[il]           0, 2..1024  0, 4, 128
+var intRanges = [...]intRange{
+	{"context_length", 0, 1 << 24, func(p *Params) *int { return &p.ContextLength }},
+	{"block_count", 1, 1024, func(p *Params) *int { return &p.Layers }},
+	{"embedding_length", 1, 1 << 16, func(p *Params) *int { return &p.Embd }},
+	{"vocab_size", 1, 1 << 21, func(p *Params) *int { return &p.Vocab }},
+	{"attention.head_count", 1, 1024, func(p *Params) *int { return &p.Heads }},
+	{"attention.head_count_kv", 1, 1024, func(p *Params) *int { return &p.HeadsKV }},
+	{"attention.key_length", 1, 4096, func(p *Params) *int { return &p.HeadDim }},
+	{"attention.value_length", 1, 4096, func(p *Params) *int { return &p.ValueDim }},
+	{"rope.dimension_count", 1, 4096, func(p *Params) *int { return &p.RopeDim }},
+	{"attention.q_lora_rank", 1, 1 << 16, func(p *Params) *int { return &p.QLoraRank }},
+	{"attention.output_lora_rank", 1, 1 << 16, func(p *Params) *int { return &p.OLoraRank }},
+	{"attention.output_group_count", 1, 1024, func(p *Params) *int { return &p.OGroups }},
+	{"expert_count", 1, 4096, func(p *Params) *int { return &p.Experts }},
+	{"expert_used_count", 1, 256, func(p *Params) *int { return &p.ExpertsUsed }},
+	{"expert_feed_forward_length", 1, 1 << 16, func(p *Params) *int { return &p.ExpertFF }},
+	{"expert_shared_count", 1, 16, func(p *Params) *int { return &p.SharedExperts }},
+	{"hash_layer_count", 0, 1024, func(p *Params) *int { return &p.HashLayers }},
+	{"attention.sliding_window", 1, 1 << 16, func(p *Params) *int { return &p.Window }},
+	{"attention.indexer.head_count", 1, 1024, func(p *Params) *int { return &p.IndexerHeads }},
+	{"attention.indexer.key_length", 1, 4096, func(p *Params) *int { return &p.IndexerDim }},
+	{"attention.indexer.top_k", 1, 1 << 16, func(p *Params) *int { return &p.IndexerTopK }},
+	{"hyper_connection.count", 1, 16, func(p *Params) *int { return &p.HC }},
+	{"hyper_connection.sinkhorn_iterations", 1, 1000, func(p *Params) *int { return &p.SinkhornIters }},
+	{"rope.scaling.original_context_length", 1, 1 << 24, func(p *Params) *int { return &p.RopeOrigCtx }},
+}
+
+// MaxCompressRatio is the largest accepted per-layer compression ratio.
+const MaxCompressRatio = 1024
+
+// goodRatio reports whether r is an accepted compression ratio.
+func goodRatio(r int64) bool { return r == 0 || r >= 2 && r <= MaxCompressRatio }
+
 // HCMix is the width of a hyper-connection mixing projection (2·HC + HC²).
 func (p Params) HCMix() int { return 2*p.HC + p.HC*p.HC }
 
@@ -167,23 +242,9 @@ func (p Params) IsHash(il int) bool { return il < p.HashLayers }
 func (p Params) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	pos := []struct {
-		name string
-		v    int
-	}{
-		{"block_count", p.Layers}, {"embedding_length", p.Embd}, {"vocab_size", p.Vocab},
-		{"attention.head_count", p.Heads}, {"attention.key_length", p.HeadDim},
-		{"attention.q_lora_rank", p.QLoraRank}, {"attention.output_lora_rank", p.OLoraRank},
-		{"attention.output_group_count", p.OGroups}, {"expert_count", p.Experts},
-		{"expert_used_count", p.ExpertsUsed}, {"expert_feed_forward_length", p.ExpertFF},
-		{"attention.sliding_window", p.Window}, {"attention.indexer.head_count", p.IndexerHeads},
-		{"attention.indexer.key_length", p.IndexerDim}, {"attention.indexer.top_k", p.IndexerTopK},
-		{"hyper_connection.count", p.HC}, {"hyper_connection.sinkhorn_iterations", p.SinkhornIters},
-		{"rope.dimension_count", p.RopeDim}, {"rope.scaling.original_context_length", p.RopeOrigCtx},
-	}
-	for _, f := range pos {
-		if f.v <= 0 {
-			bad("%s = %d, must be positive", f.name, f.v)
+	for _, r := range intRanges {
+		if v := *r.field(&p); v < r.lo || v > r.hi {
+			bad("%s = %d, outside %d..%d", r.name, v, r.lo, r.hi)
 		}
 	}
 	if len(errs) > 0 {
@@ -222,8 +283,8 @@ func (p Params) Validate() error {
 		bad("attention.compress_ratios has %d entries for %d layers", len(p.CompressRatios), p.Layers)
 	}
 	for il, r := range p.CompressRatios {
-		if r < 0 || r == 1 {
-			bad("attention.compress_ratios[%d] = %d, want 0 or ≥ 2", il, r)
+		if !goodRatio(int64(r)) {
+			bad("attention.compress_ratios[%d] = %d, want 0 or 2..%d", il, r, MaxCompressRatio)
 		}
 	}
 	if len(p.SwigluClamp) != p.Layers {
@@ -347,25 +408,47 @@ func (m *metaReader) fail(k string, format string, a ...any) {
 	m.errs = append(m.errs, fmt.Errorf("metadata %s: %s", k, fmt.Sprintf(format, a...)))
 }
 
-// u32 reads a required UINT32 key; another type counts as missing, as in
-// upstream ds4. With also64, UINT64 is accepted too.
-func (m *metaReader) u32(name string, also64 bool) int {
-	k := key(name)
+// outside records that the value under key k is outside its accepted
+// range, as a gguf.FormatError naming the key and the value's offset.
+func (m *metaReader) outside(k string, v any, lo, hi int) {
+	m.limit(k, fmt.Sprintf("metadata %q", k), fmt.Sprintf("%v outside %d..%d", v, lo, hi))
+}
+
+// limit records a gguf.FormatError for field, a part of the value under
+// key k, that says why with ErrLimit.
+func (m *metaReader) limit(k, field, why string) {
+	off, _ := m.f.ValueOffset(k)
+	m.errs = append(m.errs, &gguf.FormatError{Offset: off, Field: field, Err: fmt.Errorf("%s: %w", why, gguf.ErrLimit)})
+}
+
+// bounded reads the integer hyperparameter r into p (u32's type rules)
+// and checks it against r's range.
+func (m *metaReader) bounded(p *Params, r intRange, also64 bool) {
+	k := key(r.name)
 	v, ok := m.f.Value(k)
 	if !ok {
 		m.fail(k, "missing")
-		return 0
+		return
 	}
+	var n uint64
 	switch d := v.Data().(type) {
 	case uint32:
-		return int(d)
+		n = uint64(d)
 	case uint64:
-		if also64 && d <= math.MaxInt32 {
-			return int(d)
+		if !also64 {
+			m.fail(k, "type %v, want UINT32", v.Type())
+			return
 		}
+		n = d
+	default:
+		m.fail(k, "type %v, want UINT32", v.Type())
+		return
 	}
-	m.fail(k, "type %v, want UINT32", v.Type())
-	return 0
+	if n < uint64(r.lo) || n > uint64(r.hi) {
+		m.outside(k, n, r.lo, r.hi)
+		return
+	}
+	*r.field(p) = int(n)
 }
 
 // float reads a required float key stored as FLOAT32, FLOAT64, UINT32 or INT32.
@@ -420,34 +503,27 @@ func FromGGUF(f *gguf.File) (Params, error) {
 	if v, ok := f.Value("general.name"); ok {
 		p.Name, _ = v.Str()
 	}
-	if v, ok := f.Value(key("context_length")); ok {
-		if n, ok := v.Int(); ok && n > 0 && n <= math.MaxInt32 {
-			p.ContextLength = int(n)
+	for _, r := range intRanges {
+		switch r.name {
+		case "context_length":
+			// Optional and informational: any integer type, in range.
+			if v, ok := f.Value(key(r.name)); ok {
+				if n, isInt := v.Int(); !isInt {
+					if u, isU64 := v.Data().(uint64); isU64 {
+						m.outside(key(r.name), u, r.lo, r.hi) // past MaxInt64
+					}
+				} else if n < int64(r.lo) || n > int64(r.hi) {
+					m.outside(key(r.name), n, r.lo, r.hi)
+				} else {
+					p.ContextLength = int(n)
+				}
+			}
+		case "rope.scaling.original_context_length":
+			m.bounded(&p, r, true)
+		default:
+			m.bounded(&p, r, false)
 		}
 	}
-	p.Layers = m.u32("block_count", false)
-	p.Embd = m.u32("embedding_length", false)
-	p.Vocab = m.u32("vocab_size", false)
-	p.Heads = m.u32("attention.head_count", false)
-	p.HeadsKV = m.u32("attention.head_count_kv", false)
-	p.HeadDim = m.u32("attention.key_length", false)
-	p.ValueDim = m.u32("attention.value_length", false)
-	p.RopeDim = m.u32("rope.dimension_count", false)
-	p.QLoraRank = m.u32("attention.q_lora_rank", false)
-	p.OLoraRank = m.u32("attention.output_lora_rank", false)
-	p.OGroups = m.u32("attention.output_group_count", false)
-	p.Experts = m.u32("expert_count", false)
-	p.ExpertsUsed = m.u32("expert_used_count", false)
-	p.ExpertFF = m.u32("expert_feed_forward_length", false)
-	p.SharedExperts = m.u32("expert_shared_count", false)
-	p.HashLayers = m.u32("hash_layer_count", false)
-	p.Window = m.u32("attention.sliding_window", false)
-	p.IndexerHeads = m.u32("attention.indexer.head_count", false)
-	p.IndexerDim = m.u32("attention.indexer.key_length", false)
-	p.IndexerTopK = m.u32("attention.indexer.top_k", false)
-	p.HC = m.u32("hyper_connection.count", false)
-	p.SinkhornIters = m.u32("hyper_connection.sinkhorn_iterations", false)
-	p.RopeOrigCtx = m.u32("rope.scaling.original_context_length", true)
 	for _, g := range []string{"expert_group_count", "expert_group_used_count"} {
 		if v, ok := f.Value(key(g)); ok {
 			if n, isU32 := v.Data().(uint32); isU32 && n != 0 {
@@ -463,18 +539,18 @@ func FromGGUF(f *gguf.File) (Params, error) {
 	p.ExpertWeightsScale = m.float("expert_weights_scale")
 	p.RMSEps = m.float("attention.layer_norm_rms_epsilon")
 	p.HCEps = m.float("hyper_connection.epsilon")
-	if p.Layers > 0 && p.Layers <= 1<<16 {
+	if p.Layers > 0 {
 		for il, r := range m.array("attention.compress_ratios", p.Layers, gguf.TypeUint32, gguf.TypeInt32) {
-			if r < 0 || r > math.MaxInt32 {
-				m.fail(key("attention.compress_ratios"), "entry %d = %v out of range", il, r)
+			if !goodRatio(int64(r)) {
+				k := key("attention.compress_ratios")
+				m.limit(k, fmt.Sprintf("metadata %q[%d]", k, il), fmt.Sprintf("%v, want 0 or 2..%d", r, MaxCompressRatio))
+				continue
 			}
 			p.CompressRatios = append(p.CompressRatios, int(r))
 		}
 		for _, c := range m.array("swiglu_clamp_exp", p.Layers, gguf.TypeFloat32, gguf.TypeFloat64) {
 			p.SwigluClamp = append(p.SwigluClamp, float32(c))
 		}
-	} else if len(m.errs) == 0 {
-		m.fail(key("block_count"), "%d layers out of range", p.Layers)
 	}
 	if v, ok := f.Value(key("expert_weights_norm")); !ok {
 		m.fail(key("expert_weights_norm"), "missing")
