@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/ds4-go/ds4/backends"
 )
@@ -48,7 +49,9 @@ type layerState struct {
 
 // Session is one inference timeline over a model: the token history, the
 // per-layer caches and the logits of the last token. It is not safe for
-// concurrent use.
+// concurrent use. A step that faults reading the model's mapping (the file
+// truncated under the process) returns an error wrapping ErrModelFault
+// and leaves the session reset.
 type Session struct {
 	m      *Model
 	be     backends.Backend
@@ -203,10 +206,13 @@ func fill(x []float32, v float32) {
 // its speed with chunks of 512 and the later ones at 1.06–1.10.
 const PrefillChunk = 1024
 
-func (s *Session) forward(tokens []int, all []float32) error {
+func (s *Session) forward(tokens []int, all []float32) (err error) {
 	if len(tokens) == 0 {
 		return nil
 	}
+	// A fault reading the weights (a mapped file truncated under the
+	// process) becomes an error; see guard.
+	defer s.guard(&err, debug.SetPanicOnFault(true))
 	if len(s.tokens)+len(tokens) > s.opt.Context {
 		return fmt.Errorf("%w: %d + %d tokens exceed %d", ErrContextFull, len(s.tokens), len(tokens), s.opt.Context)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -40,10 +41,30 @@ type Backend struct {
 // starts.
 type work struct {
 	t      backends.Task
-	ranges []pieceRange   // one per worker that joins
-	joined atomic.Int64   // workers that have claimed a range
-	left   atomic.Int64   // helpers asked to join that have not finished
-	done   sync.WaitGroup // the same helpers, for a caller that stops spinning
+	ranges []pieceRange               // one per worker that joins
+	joined atomic.Int64               // workers that have claimed a range
+	left   atomic.Int64               // helpers asked to join that have not finished
+	done   sync.WaitGroup             // the same helpers, for a caller that stops spinning
+	caught atomic.Pointer[PanicError] // the first panic of a piece, if any
+}
+
+// PanicError is a panic raised by a piece of a Parallel job, on whichever
+// goroutine ran it; Parallel raises it again on its caller's goroutine
+// once every worker has left the job, so that a fault in a kernel (a read
+// of a memory-mapped file truncated under the process, with
+// debug.SetPanicOnFault) fails the caller instead of the process.
+type PanicError struct {
+	Value any    // what the piece panicked with
+	Stack []byte // the stack of the goroutine that ran the piece
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("cpu: panic in a parallel job: %v", e.Value) }
+
+// Unwrap returns the panic value when it is an error (a runtime.Error for
+// a fault).
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
 }
 
 // pieceRange is the pieces [lo, hi) a worker has yet to start, packed as
@@ -106,8 +127,11 @@ func (b *Backend) nextWork() (*work, bool) {
 }
 
 // drain claims the next free range of w and runs its pieces, then steals
-// pieces from the other ranges until none is left.
+// pieces from the other ranges until none is left. A piece that panics
+// ends this worker's share (the others steal what it leaves) and is
+// recorded for the caller of Parallel.
 func (w *work) drain() {
+	defer w.catch()
 	me := &w.ranges[w.joined.Add(1)-1]
 	for {
 		v := me.v.Load()
@@ -121,6 +145,13 @@ func (w *work) drain() {
 		if me.v.CompareAndSwap(v, packRange(lo+1, hi)) {
 			w.t.Run(lo)
 		}
+	}
+}
+
+// catch records the panic of a piece, the first one only.
+func (w *work) catch() {
+	if p := recover(); p != nil {
+		w.caught.CompareAndSwap(nil, &PanicError{Value: p, Stack: debug.Stack()})
 	}
 }
 
@@ -175,6 +206,9 @@ func NewWithKernels(workers int, k quant.Kernels) *Backend {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
+			// Helpers read the weights, which may be a file mapping: a
+			// fault there is a panic drain catches, not a crash.
+			debug.SetPanicOnFault(true)
 			for {
 				w, ok := b.nextWork()
 				if !ok {
@@ -203,7 +237,9 @@ func (b *Backend) Kernels() quant.Kernels { return b.k }
 func (b *Backend) Workers() int { return b.workers }
 
 // Parallel runs t.Run(i) for i in [0, n) on the workers and waits for all
-// of them.
+// of them. If a piece panics, Parallel panics with a *PanicError once no
+// worker runs the job any more, on the caller's goroutine whichever ran
+// the piece.
 func (b *Backend) Parallel(n int, t backends.Task) {
 	if n <= 0 {
 		return
@@ -247,7 +283,11 @@ func (b *Backend) Parallel(n int, t backends.Task) {
 	}
 	w.wait()
 	w.t = nil
+	caught := w.caught.Swap(nil)
 	b.works.Put(w)
+	if caught != nil {
+		panic(caught)
+	}
 }
 
 // matJob is one batch of matrix products: the products, their quantized

@@ -358,3 +358,37 @@ func TestValueOffset(t *testing.T) {
 	_, ok = f.ValueOffset("c")
 	require.False(t, ok)
 }
+
+// TestCheckSize truncates and extends files under an open File: a mapped
+// one reports its size change, one read into memory does not care.
+func TestCheckSize(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		open   func(string) (*File, error)
+		mapped bool
+	}{{"Open", Open, true}, {"ReadFile", ReadFile, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m.gguf")
+			data := writeSample(t, sampleKV())
+			require.NoError(t, os.WriteFile(path, data, 0o644))
+			f, err := tc.open(path)
+			require.NoError(t, err)
+			require.NoError(t, f.CheckSize())
+			for _, size := range []int64{int64(len(data)) / 2, int64(len(data)) + 4096} {
+				require.NoError(t, os.Truncate(path, size))
+				if err := f.CheckSize(); tc.mapped {
+					require.EqualError(t, err, fmt.Sprintf("gguf: model file changed size: was %d, now %d", len(data), size))
+				} else {
+					require.NoError(t, err)
+				}
+			}
+			require.NoError(t, os.Truncate(path, int64(len(data))))
+			require.NoError(t, f.CheckSize())
+			require.NoError(t, f.Close())
+			require.NoError(t, f.CheckSize())
+		})
+	}
+	f, err := Parse(writeSample(t, nil))
+	require.NoError(t, err)
+	require.NoError(t, f.CheckSize())
+}

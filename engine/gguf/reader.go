@@ -83,11 +83,14 @@ type File struct {
 	voffs  []int64 // file offset of each KV's value, by index
 	names  map[string]int
 	unmap  func() error
+	fd     *os.File // the mapped file, kept open for CheckSize; nil if not mapped
 	closed bool
 }
 
 // Open memory-maps the file at path and parses it; tensor data is never
-// read until used.
+// read until used. The file is kept open until Close, for CheckSize: a
+// read of the mapping past the end of a file truncated under it raises
+// SIGBUS, which only debug.SetPanicOnFault turns into a panic.
 func Open(path string) (*File, error) { return open(path, mmap.File, "map") }
 
 // ReadFile reads the file at path into memory of its own, backed by huge
@@ -102,7 +105,12 @@ func open(path string, load func(*os.File, int) ([]byte, func() error, error), v
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
-	defer fd.Close()
+	keep := false
+	defer func() {
+		if !keep {
+			fd.Close()
+		}
+	}()
 	st, err := fd.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
@@ -130,6 +138,9 @@ func open(path string, load func(*os.File, int) ([]byte, func() error, error), v
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	f.unmap = unmap
+	if verb == "map" {
+		f.fd, keep = fd, true
+	}
 	return f, nil
 }
 
@@ -141,7 +152,29 @@ func (f *File) Close() error {
 		return nil
 	}
 	f.closed = true
-	return f.unmap()
+	err := f.unmap()
+	if f.fd != nil {
+		err = errors.Join(err, f.fd.Close())
+	}
+	return err
+}
+
+// CheckSize returns an error when the mapped file's size on disk is no
+// longer the size it had when it was mapped (truncated or extended in
+// place, so that reads of the mapping past its new end fault); nil for
+// a file read into memory or parsed from bytes.
+func (f *File) CheckSize() error {
+	if f.fd == nil || f.closed {
+		return nil
+	}
+	st, err := f.fd.Stat()
+	if err != nil {
+		return fmt.Errorf("gguf: model file: %w", err)
+	}
+	if st.Size() != int64(len(f.data)) {
+		return fmt.Errorf("gguf: model file changed size: was %d, now %d", len(f.data), st.Size())
+	}
+	return nil
 }
 
 // Size returns the file size in bytes.
