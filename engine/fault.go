@@ -12,10 +12,10 @@ var ErrModelFault = errors.New("engine: memory fault reading the model")
 
 // guard ends a step that reads the model's mapping: it restores the
 // goroutine's panic-on-fault setting to old and turns a memory fault
-// raised by the step, on this goroutine or on a backend's helper (which
-// forwards it as a panic wrapping the runtime's error), into *err, with
-// the session reset since the fault left it half-updated. Other panics go
-// on unchanged.
+// raised by the step inside the model's file buffer, on this goroutine or
+// on a backend's helper (which forwards it as a panic wrapping the
+// runtime's error), into *err, with the session reset since the fault
+// left it half-updated. Other panics, faults elsewhere included, go on.
 func (s *Session) guard(err *error, old bool) {
 	debug.SetPanicOnFault(old)
 	p := recover()
@@ -24,20 +24,22 @@ func (s *Session) guard(err *error, old bool) {
 	}
 	e, _ := p.(error)
 	var fault interface{ Addr() uintptr }
-	if e == nil || !errors.As(e, &fault) {
-		panic(p)
+	if e == nil || !errors.As(e, &fault) || s.m.File == nil || !s.m.File.Holds(fault.Addr()) {
+		panic(p) // not a read of the model's mapping: a bug
 	}
 	s.Reset()
-	*err = s.m.faultError(e)
+	*err = s.m.faultError()
 }
 
-// faultError describes a memory fault e raised reading m's weights,
-// naming a change in the file's size where there is one.
-func (m *Model) faultError(e error) error {
+// faultError describes a memory fault raised reading m's weights, naming
+// a change in the file's size where there is one. The fault's address is
+// left out: the message may reach a client, and addresses are the
+// process's own.
+func (m *Model) faultError() error {
 	if m.File != nil {
-		if serr := m.File.CheckSize(); serr != nil {
-			return fmt.Errorf("%w: %w (%v)", ErrModelFault, serr, e)
+		if err := m.File.CheckSize(); err != nil {
+			return fmt.Errorf("%w: %w", ErrModelFault, err)
 		}
 	}
-	return fmt.Errorf("%w: %v", ErrModelFault, e)
+	return fmt.Errorf("%w (the file changed on disk, or its disk failed)", ErrModelFault)
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -391,4 +392,18 @@ func TestCheckSize(t *testing.T) {
 	f, err := Parse(writeSample(t, nil))
 	require.NoError(t, err)
 	require.NoError(t, f.CheckSize())
+}
+
+func TestHolds(t *testing.T) {
+	data := writeSample(t, nil)
+	f, err := Parse(data)
+	require.NoError(t, err)
+	lo := uintptr(unsafe.Pointer(&data[0]))
+	for _, tc := range []struct {
+		addr uintptr
+		want bool
+	}{{lo, true}, {lo + uintptr(len(data)) - 1, true}, {lo + uintptr(len(data)), false}, {lo - 1, false}, {0, false}} {
+		require.Equal(t, tc.want, f.Holds(tc.addr), "%#x in [%#x, +%d)", tc.addr, lo, len(data))
+	}
+	require.False(t, (&File{}).Holds(0))
 }

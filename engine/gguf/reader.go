@@ -9,6 +9,7 @@ import (
 	"math/bits"
 	"os"
 	"slices"
+	"unsafe"
 
 	"github.com/ds4-go/ds4/engine/mmap"
 	"github.com/ds4-go/ds4/quant"
@@ -157,6 +158,13 @@ func (f *File) Close() error {
 		err = errors.Join(err, f.fd.Close())
 	}
 	return err
+}
+
+// Holds reports whether addr is the address of a byte of the file's
+// buffer, as in the error of a memory fault reading it.
+func (f *File) Holds(addr uintptr) bool {
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(f.data)))
+	return len(f.data) > 0 && addr >= lo && addr-lo < uintptr(len(f.data))
 }
 
 // CheckSize returns an error when the mapped file's size on disk is no

@@ -1,0 +1,113 @@
+//go:build unix
+
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/openai/openai-go/v3"
+
+	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/engine/synth"
+)
+
+// TestTruncatedModelFile serves the tiny model from a mapped file and
+// truncates the file under the server: requests must get a 500 that
+// names the size change, /healthz must still answer, and the server must
+// serve again once the file is restored.
+func TestTruncatedModelFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if _, err := synth.WriteFile(path, synth.Options{Params: layout.Tiny(), Recipe: layout.RecipeQ2, Seed: engine.TinySeed}); err != nil {
+		t.Fatal(err)
+	}
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.File.Close() })
+	be := cpu.New(0)
+	t.Cleanup(be.Close)
+	sess, err := engine.NewSession(m, be, engine.Options{Context: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, Config{Session: sess, Tiny: true, ModelName: "tiny"})
+	oc, ac := openaiClient(ts), anthropicClient(ts)
+	ctx := context.Background()
+	chat := func(text string) error {
+		_, err := oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:     "deepseek-v4-flash",
+			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage(text)},
+			MaxTokens: openai.Int(3),
+		})
+		return err
+	}
+	if err := chat("Hello before"); err != nil {
+		t.Fatal(err)
+	}
+
+	ti, _ := m.File.Tensor("token_embd.weight")
+	page := int64(os.Getpagesize())
+	size := int64(m.File.DataOffset+ti.Offset) / page * page
+	if err := os.Truncate(path, size); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("model file changed size: was %d, now %d", len(orig), size)
+	for _, tc := range []struct {
+		name string
+		call func() (int, string)
+	}{
+		{"openai chat", func() (int, string) {
+			err := chat("Hello after")
+			var e *openai.Error
+			if !errors.As(err, &e) {
+				return 0, fmt.Sprint(err)
+			}
+			return e.StatusCode, e.Message
+		}},
+		{"anthropic messages", func() (int, string) {
+			_, err := ac.Messages.New(ctx, anthropic.MessageNewParams{
+				Model:     "deepseek-v4-flash",
+				MaxTokens: 3,
+				Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Hi after"))},
+			})
+			var e *anthropic.Error
+			if !errors.As(err, &e) {
+				return 0, fmt.Sprint(err)
+			}
+			return e.StatusCode, e.Error()
+		}},
+	} {
+		status, msg := tc.call()
+		t.Logf("%s: %d %s", tc.name, status, msg)
+		if status != 500 || !strings.Contains(msg, want) {
+			t.Errorf("%s with the file truncated: status %d, %s; want 500 naming %q", tc.name, status, msg, want)
+		}
+		if strings.Contains(msg, "0x") {
+			t.Errorf("%s: the reply shows an address: %s", tc.name, msg)
+		}
+		if status, body := get(t, ts.url+"/healthz"); status != 200 || body != "ok\n" {
+			t.Fatalf("/healthz after a fault: %d %q", status, body)
+		}
+	}
+
+	if err := os.WriteFile(path, orig, 0o644); err != nil { // same inode: the mapping sees it
+		t.Fatal(err)
+	}
+	if err := chat("Hello again"); err != nil {
+		t.Fatalf("after the file was restored: %v", err)
+	}
+}
