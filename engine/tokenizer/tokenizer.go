@@ -247,22 +247,100 @@ func (t *Tokenizer) AppendEncode(dst []int, text string, special bool) []int {
 	if !special {
 		return t.appendText(dst, text)
 	}
-	span := 0
-	for i := 0; i < len(text); i++ {
+	return t.AppendEncodeRendered(dst, text, 0, nil)
+}
+
+// Span is the byte range [Start, End) of a text.
+type Span struct{ Start, End int }
+
+// AppendEncodeRendered appends the tokens of text[from:] to dst, where text
+// is rendered chat text and client lists, sorted and disjoint, the byte
+// ranges of text that hold client text: the required special tokens are
+// recognized only where a whole special string lies outside client, so
+// client text always becomes ordinary tokens. With no client ranges it
+// tokenizes like AppendEncode with special set, and text between special
+// tokens is encoded as one run whatever its ranges, so a rendering without
+// special strings in client text tokenizes exactly as before.
+func (t *Tokenizer) AppendEncodeRendered(dst []int, text string, from int, client []Span) []int {
+	span, k := from, 0
+	for i := from; i < len(text); {
+		pos, id, n := t.nextSpecial(text, i, client, &k)
+		if n == 0 {
+			break
+		}
+		dst = t.appendText(dst, text[span:pos])
+		dst = append(dst, id)
+		i = pos + n
+		span = i
+	}
+	return t.appendText(dst, text[span:])
+}
+
+// nextSpecial returns the position, id and length of the first required
+// special token recognized in text at or after i outside the client
+// ranges, or 0 length if there is none. *k is the index of the first client
+// range that ends after i; calls with increasing i share it.
+func (t *Tokenizer) nextSpecial(text string, i int, client []Span, k *int) (pos, id, n int) {
+	for ; i < len(text); i++ {
 		// Every required special starts with '<' or '｜' (EF BD 9C).
 		if c := text[i]; c != '<' && c != 0xEF {
 			continue
 		}
-		id, n := t.specialAt(text[i:])
-		if n == 0 {
+		for *k < len(client) && client[*k].End <= i {
+			*k++
+		}
+		if *k < len(client) && client[*k].Start <= i {
+			i = client[*k].End - 1
 			continue
 		}
-		dst = t.appendText(dst, text[span:i])
-		dst = append(dst, id)
-		i += n - 1
-		span = i + 1
+		id, n := t.specialAt(text[i:])
+		if n == 0 || (*k < len(client) && client[*k].Start < i+n) {
+			continue
+		}
+		return i, id, n
 	}
-	return t.appendText(dst, text[span:])
+	return len(text), 0, 0
+}
+
+// PrefixAgrees reports whether ids, decoded, are a prefix of the rendered
+// text whose client ranges are client, with required special tokens exactly
+// where AppendEncodeRendered recognizes them in that prefix: no special
+// token stands for client text and no recognized special string is covered
+// by ordinary tokens. Reusing ids as the start of text's tokenization then
+// keeps every control token of the template and no other.
+func (t *Tokenizer) PrefixAgrees(ids []int, text string, client []Span) bool {
+	k := 0
+	next, nextID, _ := t.nextSpecial(text, 0, client, &k)
+	off := 0
+	for _, id := range ids {
+		b := t.tokenBytes(id)
+		if b == nil || len(b) > len(text)-off || text[off:off+len(b)] != string(b) {
+			return false
+		}
+		if t.isRequired(id) {
+			if next != off || nextID != id {
+				return false
+			}
+			off += len(b)
+			next, nextID, _ = t.nextSpecial(text, off, client, &k)
+			continue
+		}
+		off += len(b)
+		if next < off {
+			return false
+		}
+	}
+	return true
+}
+
+// isRequired reports whether id is one of the required special tokens.
+func (t *Tokenizer) isRequired(id int) bool {
+	for _, r := range t.required {
+		if int(r) == id {
+			return true
+		}
+	}
+	return false
 }
 
 // specialAt returns the id and length of the required special token that s
