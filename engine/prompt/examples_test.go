@@ -81,7 +81,7 @@ func assistantFrom(t *testing.T, generated string, thinking bool, ids ...string)
 
 // renderings maps each rendered_prompt example to the request that yields
 // it. Every rendered prompt of the file must have an entry.
-func renderings(t *testing.T, f exampleFile, ex map[string]example) map[string]func() (string, error) {
+func renderings(t *testing.T, f exampleFile, ex map[string]example) map[string]func() (Rendered, error) {
 	tools := []Tool{{Schema: f.ToolSchemaLine}}
 	ex1Answer, _ := assistantFrom(t, ex["ex1_turn1_generated"].Text, false)
 	ex2Answer, _ := assistantFrom(t, ex["ex2_turn1_generated"].Text, true)
@@ -91,33 +91,33 @@ func renderings(t *testing.T, f exampleFile, ex map[string]example) map[string]f
 	ex3NoThinkCall := Message{Role: RoleAssistant, ToolCalls: []dsml.Call{{ID: ex3CallID, Name: "get_weather", Arguments: `{"city":"Rome"}`}}}
 	result := Message{Role: RoleTool, Content: ex3Result, ToolCallID: ex3CallID}
 
-	return map[string]func() (string, error){
-		"ex1_turn1_prompt": func() (string, error) {
-			return Render([]Message{{Role: RoleSystem, Content: ex1System}, {Role: RoleUser, Content: ex1User1}}, Options{Think: ThinkOff, Strict: true})
+	return map[string]func() (Rendered, error){
+		"ex1_turn1_prompt": func() (Rendered, error) {
+			return RenderSpans([]Message{{Role: RoleSystem, Content: ex1System}, {Role: RoleUser, Content: ex1User1}}, Options{Think: ThinkOff, Strict: true})
 		},
-		"ex1_turn2_prompt": func() (string, error) {
-			return Render([]Message{{Role: RoleSystem, Content: ex1System}, {Role: RoleUser, Content: ex1User1}, ex1Answer, {Role: RoleUser, Content: ex1User2}}, Options{Think: ThinkOff, Strict: true})
+		"ex1_turn2_prompt": func() (Rendered, error) {
+			return RenderSpans([]Message{{Role: RoleSystem, Content: ex1System}, {Role: RoleUser, Content: ex1User1}, ex1Answer, {Role: RoleUser, Content: ex1User2}}, Options{Think: ThinkOff, Strict: true})
 		},
-		"ex2_turn1_prompt": func() (string, error) {
-			return Render([]Message{{Role: RoleUser, Content: ex2User1}}, Options{Think: ThinkHigh, Strict: true})
+		"ex2_turn1_prompt": func() (Rendered, error) {
+			return RenderSpans([]Message{{Role: RoleUser, Content: ex2User1}}, Options{Think: ThinkHigh, Strict: true})
 		},
-		"ex2_turn2_prompt": func() (string, error) {
-			return Render([]Message{{Role: RoleUser, Content: ex2User1}, ex2Answer, {Role: RoleUser, Content: ex2User2}}, Options{Think: ThinkHigh, Strict: true})
+		"ex2_turn2_prompt": func() (Rendered, error) {
+			return RenderSpans([]Message{{Role: RoleUser, Content: ex2User1}, ex2Answer, {Role: RoleUser, Content: ex2User2}}, Options{Think: ThinkHigh, Strict: true})
 		},
-		"ex2_max_prompt": func() (string, error) {
-			return Render([]Message{{Role: RoleUser, Content: ex2User1}}, Options{Think: ThinkMax, ContextSize: MaxThinkContext, Strict: true})
+		"ex2_max_prompt": func() (Rendered, error) {
+			return RenderSpans([]Message{{Role: RoleUser, Content: ex2User1}}, Options{Think: ThinkMax, ContextSize: MaxThinkContext, Strict: true})
 		},
-		"ex3_turn1_prompt": func() (string, error) {
-			return Render([]Message{{Role: RoleUser, Content: ex3User1}}, Options{Think: ThinkHigh, Tools: tools, Strict: true})
+		"ex3_turn1_prompt": func() (Rendered, error) {
+			return RenderSpans([]Message{{Role: RoleUser, Content: ex3User1}}, Options{Think: ThinkHigh, Tools: tools, Strict: true})
 		},
-		"ex3_turn2_prompt": func() (string, error) {
-			return Render([]Message{{Role: RoleUser, Content: ex3User1}, ex3Call, result}, Options{Think: ThinkHigh, Tools: tools, Strict: true})
+		"ex3_turn2_prompt": func() (Rendered, error) {
+			return RenderSpans([]Message{{Role: RoleUser, Content: ex3User1}, ex3Call, result}, Options{Think: ThinkHigh, Tools: tools, Strict: true})
 		},
-		"ex3_turn3_prompt": func() (string, error) {
-			return Render([]Message{{Role: RoleUser, Content: ex3User1}, ex3Call, result, ex3Answer, {Role: RoleUser, Content: ex3User3}}, Options{Think: ThinkHigh, Tools: tools, Strict: true})
+		"ex3_turn3_prompt": func() (Rendered, error) {
+			return RenderSpans([]Message{{Role: RoleUser, Content: ex3User1}, ex3Call, result, ex3Answer, {Role: RoleUser, Content: ex3User3}}, Options{Think: ThinkHigh, Tools: tools, Strict: true})
 		},
-		"ex3_nothink_turn2_prompt": func() (string, error) {
-			return Render([]Message{{Role: RoleUser, Content: ex3User1}, ex3NoThinkCall, result}, Options{Think: ThinkOff, Tools: tools, Strict: true})
+		"ex3_nothink_turn2_prompt": func() (Rendered, error) {
+			return RenderSpans([]Message{{Role: RoleUser, Content: ex3User1}, ex3NoThinkCall, result}, Options{Think: ThinkOff, Tools: tools, Strict: true})
 		},
 	}
 }
@@ -140,8 +140,8 @@ func TestRenderedExamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != e.Text {
-				t.Errorf("rendered:\n%q\nwant:\n%q", got, e.Text)
+			if got.Text != e.Text {
+				t.Errorf("rendered:\n%q\nwant:\n%q", got.Text, e.Text)
 			}
 		})
 	}

@@ -2,9 +2,13 @@
 // DeepSeek V4 Flash is fed, special-token strings included, following
 // upstream ds4_server.c (render_chat_prompt_text and friends) byte for byte.
 //
-// The text is meant to be tokenized with special-string recognition, so the
-// special tokens below (and any special-token strings inside client text)
-// become control tokens.
+// The Render functions return the text alone; the Spans variants also
+// return the byte ranges of client text (system, user, tool-result and
+// assistant text, tool schemas, completion prompts), which are tokenized
+// without special-token recognition so that only the template's own
+// special strings (and DSML blocks, which the renderer builds or replays
+// from the model's own output) become control tokens. Upstream recognizes
+// special strings everywhere, so client text could forge turns.
 package prompt
 
 import (
@@ -228,33 +232,102 @@ func (o Options) check(msgs []Message) (Think, error) {
 	return t, nil
 }
 
-// Render returns the prompt text for msgs: BOS, the ThinkMax prefix, the
+// Rendered is a rendered prompt: its text and the byte ranges of the text
+// that hold client text.
+type Rendered struct {
+	// Text is the prompt text, as Render returns it.
+	Text string
+	// Client lists, sorted and disjoint, the byte ranges of Text that came
+	// from client text; special-token strings there are ordinary text.
+	Client []tokenizer.Span
+}
+
+// Tokens returns the tokenization of r: the template's special strings are
+// control tokens and client text is encoded as ordinary text.
+func (r Rendered) Tokens(tok *tokenizer.Tokenizer) []int {
+	return tok.AppendEncodeRendered(make([]int, 0, len(r.Text)/3+4), r.Text, 0, r.Client)
+}
+
+// writer builds a Rendered, recording which writes are client text.
+type writer struct {
+	b      strings.Builder
+	client []tokenizer.Span
+}
+
+// template appends text of the template itself.
+func (w *writer) template(s string) { w.b.WriteString(s) }
+
+// text appends client text, merging it with a client range it extends.
+func (w *writer) text(s string) {
+	if s == "" {
+		return
+	}
+	start := w.b.Len()
+	w.b.WriteString(s)
+	if n := len(w.client); n > 0 && w.client[n-1].End == start {
+		w.client[n-1].End = w.b.Len()
+		return
+	}
+	w.client = append(w.client, tokenizer.Span{Start: start, End: w.b.Len()})
+}
+
+func (w *writer) rendered() Rendered { return Rendered{Text: w.b.String(), Client: w.client} }
+
+// writeTools writes the tools section of the system prompt, ToolsBlock,
+// with the schemas as client text, and reports whether it wrote any.
+func (w *writer) writeTools(tools []Tool) bool {
+	first := true
+	for _, t := range tools {
+		if t.Schema == "" {
+			continue
+		}
+		if first {
+			w.template(ToolsPrefix)
+		} else {
+			w.template("\n")
+		}
+		w.text(t.Schema)
+		first = false
+	}
+	if !first {
+		w.template(ToolsSuffix)
+	}
+	return !first
+}
+
+// Render returns the prompt text for msgs; see RenderSpans.
+func Render(msgs []Message, opt Options) (string, error) {
+	r, err := RenderSpans(msgs, opt)
+	return r.Text, err
+}
+
+// RenderSpans renders the prompt for msgs: BOS, the ThinkMax prefix, the
 // system block (tools first, then system and developer messages joined by
 // a blank line), the turns, and, when the last rendered message is a user
 // or tool message, the generation prefix of a new assistant turn.
-func Render(msgs []Message, opt Options) (string, error) {
+func RenderSpans(msgs []Message, opt Options) (Rendered, error) {
 	think, err := opt.check(msgs)
 	if err != nil {
-		return "", err
+		return Rendered{}, err
 	}
-	var b strings.Builder
-	b.WriteString(BOS)
+	var w writer
+	w.template(BOS)
 	if think == ThinkMax {
-		b.WriteString(ThinkMaxPrefix)
+		w.template(ThinkMaxPrefix)
 	}
-	system := ToolsBlock(opt.Tools)
-	b.WriteString(system)
-	sysLen := len(system)
+	start := w.b.Len()
+	tools := w.writeTools(opt.Tools)
+	sysLen := w.b.Len() - start
 	for _, m := range msgs {
 		if isSystem(m.Role) {
 			if sysLen > 0 {
-				b.WriteString("\n\n")
+				w.template("\n\n")
 			}
-			b.WriteString(m.Content)
+			w.text(m.Content)
 			sysLen += len(m.Content)
 		}
 	}
-	toolContext := system != ""
+	toolContext := tools
 	lastUser := -1
 	for i, m := range msgs {
 		switch m.Role {
@@ -265,63 +338,71 @@ func Render(msgs []Message, opt Options) (string, error) {
 			toolContext = true
 		}
 	}
-	writeTurns(&b, msgs, 0, think.Enabled(), func(i int) bool { return toolContext || i > lastUser })
-	return b.String(), nil
+	w.writeTurns(msgs, 0, think.Enabled(), func(i int) bool { return toolContext || i > lastUser })
+	return w.rendered(), nil
 }
 
-// RenderLiveTail renders msgs[start:] as the continuation of a live
+// RenderLiveTail returns the text of RenderLiveTailSpans.
+func RenderLiveTail(msgs []Message, start int, opt Options) (string, error) {
+	r, err := RenderLiveTailSpans(msgs, start, opt)
+	return r.Text, err
+}
+
+// RenderLiveTailSpans renders msgs[start:] as the continuation of a live
 // session whose last assistant turn is already in the KV cache (upstream
 // render_live_tool_tail): EOS, the turns with every assistant reasoning
 // kept, and the generation prefix. System messages are skipped.
-func RenderLiveTail(msgs []Message, start int, opt Options) (string, error) {
+func RenderLiveTailSpans(msgs []Message, start int, opt Options) (Rendered, error) {
 	think, err := opt.check(msgs)
 	if err != nil {
-		return "", err
+		return Rendered{}, err
 	}
 	if start < 0 || start > len(msgs) {
-		return "", fmt.Errorf("prompt: live tail start %d out of range [0,%d]", start, len(msgs))
+		return Rendered{}, fmt.Errorf("prompt: live tail start %d out of range [0,%d]", start, len(msgs))
 	}
-	var b strings.Builder
-	b.WriteString(EOS)
-	writeTurns(&b, msgs, start, think.Enabled(), func(int) bool { return true })
-	return b.String(), nil
+	var w writer
+	w.template(EOS)
+	w.writeTurns(msgs, start, think.Enabled(), func(int) bool { return true })
+	return w.rendered(), nil
 }
 
-// writeTurns renders the non-system messages from start on.
-func writeTurns(b *strings.Builder, msgs []Message, start int, think bool, keepReasoning func(int) bool) {
+// writeTurns renders the non-system messages from start on. Message
+// text is client text; DSML blocks are template (built from the calls'
+// fields or replayed from the model's own sampled bytes).
+func (w *writer) writeTurns(msgs []Message, start int, think bool, keepReasoning func(int) bool) {
 	pendingAssistant, pendingTool := false, false
 	for i := start; i < len(msgs); i++ {
 		m := msgs[i]
 		switch m.Role {
 		case RoleUser:
-			b.WriteString(User)
-			b.WriteString(m.Content)
+			w.template(User)
+			w.text(m.Content)
 			pendingAssistant, pendingTool = true, false
 		case RoleTool, RoleFunction:
 			if !pendingTool {
-				b.WriteString(User)
+				w.template(User)
 			}
-			b.WriteString(ToolResultOpen)
-			b.WriteString(EscapeToolResult(m.Content))
-			b.WriteString(ToolResultClose)
+			w.template(ToolResultOpen)
+			w.text(EscapeToolResult(m.Content))
+			w.template(ToolResultClose)
 			pendingAssistant, pendingTool = true, true
 		case RoleAssistant:
 			if pendingAssistant {
-				b.WriteString(Assistant)
+				w.template(Assistant)
 				if think && keepReasoning(i) {
-					b.WriteString(ThinkOpen)
-					b.WriteString(m.Reasoning)
+					w.template(ThinkOpen)
+					w.text(m.Reasoning)
 				}
-				b.WriteString(ThinkClose)
+				w.template(ThinkClose)
 			}
-			b.WriteString(m.Content)
-			b.WriteString(m.dsml())
-			b.WriteString(EOS)
+			w.text(m.Content)
+			w.template(m.dsml())
+			w.template(EOS)
 			pendingAssistant, pendingTool = false, false
 		}
 	}
 	if pendingAssistant {
-		b.WriteString(GenerationPrefix(think))
+		w.template(GenerationPrefix(think))
 	}
 }
 
@@ -363,24 +444,30 @@ func AssistantSuffix(m Message, thinking bool) string {
 	return b.String()
 }
 
-// RenderCompletion returns the prompt of the completions endpoint: BOS,
-// the ThinkMax prefix, CompletionSystem, the user turn with prompt and the
-// generation prefix.
+// RenderCompletion returns the text of RenderCompletionSpans.
 func RenderCompletion(prompt string, opt Options) (string, error) {
+	r, err := RenderCompletionSpans(prompt, opt)
+	return r.Text, err
+}
+
+// RenderCompletionSpans renders the prompt of the completions endpoint:
+// BOS, the ThinkMax prefix, CompletionSystem, the user turn with prompt
+// (client text) and the generation prefix.
+func RenderCompletionSpans(prompt string, opt Options) (Rendered, error) {
 	think, err := opt.check(nil)
 	if err != nil {
-		return "", err
+		return Rendered{}, err
 	}
-	var b strings.Builder
-	b.WriteString(BOS)
+	var w writer
+	w.template(BOS)
 	if think == ThinkMax {
-		b.WriteString(ThinkMaxPrefix)
+		w.template(ThinkMaxPrefix)
 	}
-	b.WriteString(CompletionSystem)
-	b.WriteString(User)
-	b.WriteString(prompt)
-	b.WriteString(GenerationPrefix(think.Enabled()))
-	return b.String(), nil
+	w.template(CompletionSystem)
+	w.template(User)
+	w.text(prompt)
+	w.template(GenerationPrefix(think.Enabled()))
+	return w.rendered(), nil
 }
 
 // EscapeToolResult escapes a tool result for its wrapper: each literal
