@@ -13,10 +13,12 @@ import (
 )
 
 // Tokenizer is what a Manager needs from a tokenizer; *tokenizer.Tokenizer
-// implements it. Special takes a special token's text.
+// implements it. Special takes a special token's text; AppendEncodeRendered
+// and PrefixAgrees take the client-text ranges of a rendered prompt.
 type Tokenizer interface {
 	Decode(ids []int) []byte
-	EncodeSpecial(text string) []int
+	AppendEncodeRendered(dst []int, text string, from int, client []tokenizer.Span) []int
+	PrefixAgrees(ids []int, text string, client []tokenizer.Span) bool
 	Special(name string) int
 }
 
@@ -62,6 +64,10 @@ const (
 type Request struct {
 	// Text is the rendered prompt; it keys text-prefix and disk reuse.
 	Text string
+	// Client lists the byte ranges of Text that hold client text
+	// (prompt.Rendered.Client): special strings there are ordinary text,
+	// and reused tokens must not hold control tokens there.
+	Client []tokenizer.Span
 	// Tokens is the tokenization of Text, if the caller has it; when nil,
 	// suffixes are tokenized as needed (and Text as a whole when cold).
 	Tokens []int
@@ -212,10 +218,10 @@ func (m *Manager) Sync(req Request) (Result, error) {
 	switch {
 	case pos > 0 && len(req.Tokens) >= pos && slices.Equal(req.Tokens[:pos], live):
 		res.Source, res.Reused, prompt = SourceMemoryToken, pos, req.Tokens
-	case pos > 0 && m.opt.Tokenizer != nil && req.Text != "" && bytes.HasPrefix([]byte(req.Text), m.liveText()):
+	case pos > 0 && m.opt.Tokenizer != nil && req.Text != "" && bytes.HasPrefix([]byte(req.Text), m.liveText()) &&
+		m.opt.Tokenizer.PrefixAgrees(live, req.Text, req.Client):
 		res.Source, res.Reused = SourceMemoryText, pos
-		prompt = m.opt.Tokenizer.EncodeSpecial(req.Text[len(m.text):])
-		prompt = append(slices.Clone(live), prompt...)
+		prompt = m.opt.Tokenizer.AppendEncodeRendered(slices.Clone(live), req.Text, len(m.text), req.Client)
 	default:
 		res.Miss = m.missReason(req, live)
 		m.count(func(s *Stats) { bump(&s.Misses, res.Miss) })
@@ -233,7 +239,7 @@ func (m *Manager) Sync(req Request) (Result, error) {
 		m.sess.Reset()
 		prompt = req.Tokens
 		if prompt == nil && m.opt.Tokenizer != nil {
-			prompt = m.opt.Tokenizer.EncodeSpecial(req.Text)
+			prompt = m.opt.Tokenizer.AppendEncodeRendered(nil, req.Text, 0, req.Client)
 		}
 	}
 	if len(prompt) == 0 || len(prompt) >= m.sess.Context() {
@@ -309,13 +315,23 @@ func (m *Manager) fromDisk(req Request, res *Result) []int {
 		m.log.Debug("kv cache disk miss", "err", err)
 		return nil
 	}
+	loaded := m.sess.Tokens()
+	exact := len(req.Tokens) >= len(loaded) && slices.Equal(req.Tokens[:len(loaded)], loaded)
+	if !exact && ld.Kind == KeyTokenText && !m.opt.Tokenizer.PrefixAgrees(loaded, text, req.Client) {
+		// The key text matches but the checkpoint holds control tokens
+		// where the request has client text, or ordinary ones where it has
+		// template specials: reusing it would change what the model sees.
+		m.count(func(s *Stats) { bump(&s.DiskMisses, "special-mismatch") })
+		m.log.Debug("kv cache disk candidate disagrees on special tokens", "file", ld.Path)
+		m.sess.Reset()
+		return nil
+	}
 	res.Source, res.Reused, res.Disk = SourceDisk, ld.Tokens, &ld
 	m.cont.Note(ld.Tokens)
-	loaded := m.sess.Tokens()
-	if len(req.Tokens) >= len(loaded) && slices.Equal(req.Tokens[:len(loaded)], loaded) {
+	if exact {
 		return req.Tokens
 	}
-	return append(slices.Clone(loaded), m.opt.Tokenizer.EncodeSpecial(text[ld.KeyLen:])...)
+	return m.opt.Tokenizer.AppendEncodeRendered(slices.Clone(loaded), text, ld.KeyLen, req.Client)
 }
 
 // advance prefills prompt[pos:end] in chunks ending at absolute multiples
