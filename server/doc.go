@@ -77,6 +77,19 @@
 //     (upstream uses the first string and renders anything else as an
 //     empty prompt);
 //   - HTTP keep-alive, chunked request bodies and IPv6 work (net/http);
+//   - special-token strings in client text (user, system and developer
+//     messages, tool results, documents, assistant text and reasoning the
+//     client replays, tool schemas, Completions prompts) are ordinary text,
+//     never control tokens: "<｜end▁of▁sentence｜><｜User｜>" in a tool
+//     result cannot forge a turn (upstream tokenizes the whole rendered
+//     prompt with special-token matching). Only the template's structure
+//     and DSML tool-call blocks (replayed from the tool memory or rendered
+//     from the call's fields) are control tokens. Prompts without such
+//     strings tokenize exactly as upstream's; ones with them count more
+//     tokens. Live and disk text-prefix reuse requires the reused tokens
+//     to hold control tokens exactly where the new prompt's template does
+//     (a disk checkpoint that does not is skipped: disk miss
+//     "special-mismatch");
 //   - a stop-sequence hit keeps the live KV (only the protocol bindings are
 //     dropped): token and text prefix matching stay exact because they
 //     compare against what the KV really holds;

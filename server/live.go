@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/ds4-go/ds4/engine/prompt"
+	"github.com/ds4-go/ds4/engine/tokenizer"
 )
 
 // binding ties protocol state to a live token position (spec §15): it is
@@ -144,11 +145,11 @@ func (r *request) prepareLiveTail(opt prompt.Options) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	text, err := prompt.RenderLiveTail(r.msgs, start, opt)
+	tail, err := prompt.RenderLiveTailSpans(r.msgs, start, opt)
 	if err != nil {
 		return fmt.Errorf("live tail: %w", err)
 	}
-	r.liveTail, r.liveIDs, r.liveTailText = start, ids, text
+	r.liveTail, r.liveIDs, r.liveTailPrompt = start, ids, tail
 	return nil
 }
 
@@ -179,9 +180,10 @@ func (s *Server) render(r *request) error {
 	if r.hasTools {
 		opt.Tools = r.tools
 	}
+	var rendered prompt.Rendered
 	var err error
 	if r.api == apiCompletions {
-		r.rendered, err = prompt.RenderCompletion(r.completion, opt)
+		rendered, err = prompt.RenderCompletionSpans(r.completion, opt)
 	} else {
 		if s.tools != nil {
 			s.restoreToolIDs(r.msgs)
@@ -192,12 +194,13 @@ func (s *Server) render(r *request) error {
 				return err
 			}
 		}
-		r.rendered, err = prompt.Render(r.msgs, opt)
+		rendered, err = prompt.RenderSpans(r.msgs, opt)
 	}
 	if err != nil {
 		return badRequest("%v", err)
 	}
-	r.tokens = s.tok.EncodeSpecial(r.rendered)
+	r.rendered, r.client = rendered.Text, rendered.Client
+	r.tokens = rendered.Tokens(s.tok)
 	if len(r.tokens) >= s.ctx {
 		return overflowError(r.api, len(r.tokens), s.ctx)
 	}
@@ -244,10 +247,12 @@ func (s *Server) plan(r *request) (plan, error) {
 	live := s.sess.Tokens()
 	pos := len(live)
 	resp, anthr, think := s.live.get()
-	fromLive := func(suffix, source string) plan {
-		t := make([]int, 0, pos+len(suffix)/2)
+	// fromLive continues the live tokens with the tokens of text[from:],
+	// a rendering whose client ranges are client.
+	fromLive := func(text string, from int, client []tokenizer.Span, source string) plan {
+		t := make([]int, 0, pos+(len(text)-from)/2)
 		t = append(t, live...)
-		return plan{s.tok.AppendEncode(t, suffix, true), pos, source}
+		return plan{s.tok.AppendEncodeRendered(t, text, from, client), pos, source}
 	}
 	candidates := func() (plan, bool) {
 		if pos == 0 {
@@ -257,15 +262,15 @@ func (s *Server) plan(r *request) (plan, error) {
 		case apiResponses:
 			if resp.valid && resp.pos == pos {
 				if len(resp.visible) < len(r.rendered) && strings.HasPrefix(r.rendered, resp.visible) {
-					return fromLive(r.rendered[len(resp.visible):], "responses-visible"), true
+					return fromLive(r.rendered, len(resp.visible), r.client, "responses-visible"), true
 				}
-				if r.liveTailText != "" && sameIDs(r.liveIDs, resp.ids) {
-					return fromLive(r.liveTailText, "responses-tool-output"), true
+				if tail := r.liveTailPrompt; tail.Text != "" && sameIDs(r.liveIDs, resp.ids) {
+					return fromLive(tail.Text, 0, tail.Client, "responses-tool-output"), true
 				}
 			}
 		case apiMessages:
-			if anthr.valid && anthr.pos == pos && r.liveTailText != "" && sameIDs(r.liveIDs, anthr.ids) {
-				return fromLive(r.liveTailText, "anthropic-tool-output"), true
+			if tail := r.liveTailPrompt; anthr.valid && anthr.pos == pos && tail.Text != "" && sameIDs(r.liveIDs, anthr.ids) {
+				return fromLive(tail.Text, 0, tail.Client, "anthropic-tool-output"), true
 			}
 		}
 		return plan{}, false
@@ -285,11 +290,13 @@ func (s *Server) plan(r *request) (plan, error) {
 	}
 	if pos > 0 && (r.api == apiChat || r.api == apiMessages) && think.valid && think.pos == pos &&
 		len(think.visible) < len(r.rendered) && strings.HasPrefix(r.rendered, think.visible) {
-		return fromLive(r.rendered[len(think.visible):], "thinking-visible"), nil
+		return fromLive(r.rendered, len(think.visible), r.client, "thinking-visible"), nil
 	}
 	if pos > 0 {
-		if text := s.tok.Decode(live); len(text) <= len(r.rendered) && r.rendered[:len(text)] == string(text) {
-			return fromLive(r.rendered[len(text):], "memory-text"), nil
+		// The live tokens must spell the prompt's beginning with control
+		// tokens exactly where the template has them, none in client text.
+		if s.tok.PrefixAgrees(live, r.rendered, r.client) {
+			return fromLive(r.rendered, len(s.tok.Decode(live)), r.client, "memory-text"), nil
 		}
 		s.log.Printf("ds4-server: live kv cache miss: %d live tokens, common prefix %d of %d prompt tokens", pos, commonPrefix(live, r.tokens), len(r.tokens))
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/ds4-go/ds4/engine/dsml"
 	"github.com/ds4-go/ds4/engine/prompt"
 	"github.com/ds4-go/ds4/engine/sample"
+	"github.com/ds4-go/ds4/engine/tokenizer"
 )
 
 // Model ids the server answers to.
@@ -65,16 +66,17 @@ type request struct {
 
 	// Live protocol continuation (spec §15): the index of the live tail in
 	// msgs (-1 when none) and the call ids it answers.
-	liveTail     int
-	liveIDs      []string
-	liveTailText string
-	requiresLive bool
+	liveTail       int
+	liveIDs        []string
+	liveTailPrompt prompt.Rendered
+	requiresLive   bool
 
 	replayed, canonical int // exact-replay statistics
 
-	rendered string // the prompt text
-	tokens   []int  // its rendered-chat tokenization
-	body     []byte // the raw request, for the trace
+	rendered string           // the prompt text
+	client   []tokenizer.Span // its client-text ranges, tokenized without specials
+	tokens   []int            // its rendered-chat tokenization
+	body     []byte           // the raw request, for the trace
 }
 
 // toolName is how a Responses tool appears on the wire.

@@ -352,7 +352,7 @@ func (g *gen) sync(p plan) (plan, error) {
 		return p, err
 	}
 	if kv := g.s.cfg.KVCache; kv != nil {
-		req := kvcache.Request{Text: g.r.rendered, Tokens: g.r.tokens, Progress: progress}
+		req := kvcache.Request{Text: g.r.rendered, Client: g.r.client, Tokens: g.r.tokens, Progress: progress}
 		if p.protocol() {
 			req.Tokens = p.tokens
 		}

@@ -46,6 +46,11 @@ func TestTokenize(t *testing.T) {
 	code, out, _ = runCmd("", "tokenize", "--chat", "--think", "hi")
 	require.Equal(t, 0, code)
 	require.True(t, strings.HasSuffix(out, ",128804,128821]\n"), out)
+	// With --chat the user's text is client text: special-token strings
+	// in it are ordinary text, as ds4-server tokenizes them.
+	code, out, _ = runCmd("<think>", "tokenize", "--chat")
+	require.Equal(t, 0, code)
+	require.Equal(t, "[0,128803,30,37947,32,128804,128822]\n", out)
 	code, _, _ = runCmd("", "tokenize", "--think", "--nothink", "x")
 	require.Equal(t, 2, code)
 	code, _, _ = runCmd("", "tokenize", "a", "b")

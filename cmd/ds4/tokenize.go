@@ -33,7 +33,7 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	fs := pflag.NewFlagSet("tokenize", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	file := fs.StringP("file", "f", "", "read the text from FILE")
-	chat := fs.Bool("chat", false, "render the text as one user message first, as the official API does (no system prompt)")
+	chat := fs.Bool("chat", false, "render the text as one user message first, as the official API does (no system prompt); special-token text in it stays ordinary text, as in ds4-server")
 	think := fs.Bool("think", false, "with --chat: thinking enabled")
 	nothink := fs.Bool("nothink", false, "with --chat: thinking disabled (the default)")
 	special := fs.Bool("special", false, "without --chat: turn special-token text into special tokens")
@@ -57,11 +57,11 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 		if *think {
 			mode = prompt.ThinkHigh
 		}
-		rendered, err := prompt.Render([]prompt.Message{{Role: prompt.RoleUser, Content: text}}, prompt.Options{Think: mode})
+		rendered, err := prompt.RenderSpans([]prompt.Message{{Role: prompt.RoleUser, Content: text}}, prompt.Options{Think: mode})
 		if err != nil {
 			return err
 		}
-		ids = tok.EncodeSpecial(rendered)
+		ids = rendered.Tokens(tok)
 	} else if *special {
 		ids = tok.EncodeSpecial(text)
 	} else {
