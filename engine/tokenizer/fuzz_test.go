@@ -190,3 +190,47 @@ func FuzzPretokenize(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAppendEncodeRendered checks, for any text, one client range and a
+// start, that the tokens decode to text[from:], that no required special
+// token overlaps the client range, and that a text's own tokenization
+// agrees with it as a prefix.
+func FuzzAppendEncodeRendered(f *testing.F) {
+	tk := defaultTok(f)
+	for i, s := range roundTripSeeds {
+		f.Add(s, i, i*3, i%4)
+	}
+	f.Add(BOS+User+"a"+EOS+User+"b"+Assistant+ThinkEnd, 14, 40, 0)
+	f.Add(BOS+User+"a"+EOS+User+"b"+Assistant+ThinkEnd, 14, 40, 20)
+	special := map[int]bool{}
+	for _, s := range RequiredSpecials {
+		special[tk.Special(s)] = true
+	}
+	f.Fuzz(func(t *testing.T, s string, start, end, from int) {
+		if len(s) == 0 {
+			start, end, from = 0, 0, 0
+		} else {
+			m := uint(len(s) + 1)
+			start, end, from = int(uint(start)%m), int(uint(end)%m), int(uint(from)%m)
+		}
+		if start > end {
+			start, end = end, start
+		}
+		client := []Span{{start, end}}
+		ids := tk.AppendEncodeRendered(nil, s, from, client)
+		if got := string(tk.Decode(ids)); got != s[from:] {
+			t.Fatalf("decoded %q, want %q", got, s[from:])
+		}
+		off := from
+		for _, id := range ids {
+			n := len(tk.tokenBytes(id))
+			if special[id] && off < end && start < off+n {
+				t.Fatalf("special token %d at %d overlaps client range [%d,%d)", id, off, start, end)
+			}
+			off += n
+		}
+		if whole := tk.AppendEncodeRendered(nil, s, 0, client); !tk.PrefixAgrees(whole, s, client) {
+			t.Fatalf("own tokens of %q do not agree", s)
+		}
+	})
+}
