@@ -145,7 +145,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*evalFlags, error) {
 	fs.Float32Var(&f.cfg.TopP, "top-p", 1, "nucleus sampling mass, 0..1")
 	fs.Float32Var(&f.cfg.MinP, "min-p", 0.05, "keep tokens at least this times as likely as the top token, 0..1")
 	fs.Uint64Var(&f.cfg.Seed, "seed", 0, "sampling seed (0: from the clock)")
-	fs.StringVar(&f.trace, "trace", "", "write questions, outputs and grading decisions to FILE")
+	fs.StringVar(&f.trace, "trace", "", "write questions, outputs and grading decisions to FILE (mode 0600)")
 	fs.BoolVar(&f.think, "think", false, "think before answering (the default)")
 	fs.BoolVar(&f.nothink, "nothink", false, "answer without thinking")
 	fs.IntVar(&f.cfg.SoftBudget, "soft-limit-reply-budget", 1024, "within the last N tokens, close thinking when the close token ranks high")
@@ -258,7 +258,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	var trace *os.File
 	if f.trace != "" {
-		if trace, err = os.Create(f.trace); err != nil {
+		if trace, err = cli.CreatePrivate(f.trace); err != nil {
 			return usageError{fmt.Errorf("--trace %s: %w", f.trace, err)}
 		}
 		defer trace.Close()

@@ -137,6 +137,10 @@ func TestEvalTiny(t *testing.T) {
 	require.Regexp(t, `context auto-sized to \d+ tokens \(largest prompt=\d+ tokens, case=5, generation budget=8\)`, errOut.String())
 	require.Regexp(t, `prefill: [\d.]+ t/s \(\d+ tokens\), generation: [\d.]+ t/s \(\d+ tokens\)`, errOut.String())
 
+	st, err := os.Stat(tracePath)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "the trace holds the prompts")
+
 	passed, failed, rows := parseReport(t, out.String(), len(cases))
 	require.Equal(t, len(cases), passed+failed)
 	wantCode := 0

@@ -88,7 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.port, "port", 8000, "port to listen on")
 	fs.StringVar(&o.apiKey, "api-key", "", "require this key as a bearer token or x-api-key (default $"+apiKeyEnv+")")
 	fs.BoolVar(&o.cors, "cors", false, "send permissive CORS headers")
-	fs.StringVar(&o.trace, "trace", "", "write a human-readable trace of every request to FILE")
+	fs.StringVar(&o.trace, "trace", "", "write a human-readable trace of every request to FILE (mode 0600: it holds whole prompts)")
 	kvDefaults := kvcache.DefaultPolicy()
 	fs.StringVar(&o.kvDir, "kv-disk-dir", "", "enable the disk KV cache in DIR")
 	fs.IntVar(&o.kvSpaceMB, "kv-disk-space-mb", 4096, "disk KV cache budget in MiB")
@@ -237,7 +237,7 @@ func serve(o *options, stderr io.Writer, hooks *testHooks) error {
 	}
 	var trace io.Writer
 	if o.trace != "" {
-		f, err := os.Create(o.trace)
+		f, err := cli.CreatePrivate(o.trace)
 		if err != nil {
 			return err
 		}

@@ -67,7 +67,7 @@ func TestServeTinyModel(t *testing.T) {
 	var stderr syncBuffer
 	code := make(chan int, 1)
 	go func() {
-		code <- run([]string{"--port", "0", "--ctx", "1024", "--kv-disk-dir", "kv", "--warm-weights"}, &stderr, &testHooks{ready: ready, stop: stop})
+		code <- run([]string{"--port", "0", "--ctx", "1024", "--kv-disk-dir", "kv", "--warm-weights", "--trace", "requests.trace"}, &stderr, &testHooks{ready: ready, stop: stop})
 	}()
 	var addr string
 	select {
@@ -99,6 +99,13 @@ func TestServeTinyModel(t *testing.T) {
 	close(stop)
 	if c := <-code; c != 0 {
 		t.Errorf("exit %d", c)
+	}
+	st, err := os.Stat("requests.trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("trace mode %v, want 0600: it holds whole prompts", st.Mode().Perm())
 	}
 	log := stderr.String()
 	for _, want := range []string{"embedded tiny model", "listening on http://127.0.0.1:", "disk KV cache in kv", "ds4-server: warming the weights 100.0%"} {

@@ -59,7 +59,7 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	fs.BoolVar(&g.warm, "warm-weights", false, "read every page of the weights at startup: a slower start, no page faults in the first prompt")
 	fs.StringVar(&g.dumpLogprobs, "dump-logprobs", "", "write a greedy continuation with top-k logprobs to FILE as JSON, and exit")
 	fs.IntVar(&g.logprobsTopK, "logprobs-top-k", 20, "alternatives per step in --dump-logprobs (at most 128)")
-	fs.StringVar(&g.trace, "trace", "", "write a timestamped trace of the prompt and generated tokens to FILE")
+	fs.StringVar(&g.trace, "trace", "", "write a timestamped trace of the prompt and generated tokens to FILE (mode 0600)")
 	fs.StringVar(&g.steerFile, "dir-steering-file", "", "directional steering vector FILE (.f32)")
 	fs.Float64Var(&g.steerFFN, "dir-steering-ffn", 0, "steering scale at the FFN output in [-100, 100] (1 when only a file is given)")
 	fs.Float64Var(&g.steerAttn, "dir-steering-attn", 0, "steering scale at the attention output in [-100, 100]")

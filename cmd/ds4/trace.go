@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ds4-go/ds4/engine/tokenizer"
+	"github.com/ds4-go/ds4/internal/cli"
 )
 
 // tracer writes the --trace file: one timestamped line per event, in the
@@ -37,7 +38,7 @@ func openTrace(path string, tok *tokenizer.Tokenizer) (*tracer, error) {
 	if path == "" {
 		return nil, nil
 	}
-	f, err := os.Create(path)
+	f, err := cli.CreatePrivate(path)
 	if err != nil {
 		return nil, fmt.Errorf("--trace: %w", err)
 	}

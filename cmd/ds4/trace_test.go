@@ -155,6 +155,9 @@ func TestTraceOneShot(t *testing.T) {
 	code, out, errOut := runCmd("", "-p", "Hello", "-n", "4", "--temp", "0", "--nothink", "--ctx", "128", "--trace", "one.trace", "-sys", "Be brief.")
 	require.Equal(t, 0, code, errOut)
 	tf := readTrace(t, "one.trace")
+	st, err := os.Stat("one.trace")
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "the trace holds the prompt")
 	require.Equal(t, []string{
 		`start ctx=128 model="" name="DS4-tiny" think=off`,
 		`user="Hello"`,

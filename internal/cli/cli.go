@@ -135,3 +135,23 @@ func OutputFile(name, path string) error {
 	}
 	return nil
 }
+
+// CreatePrivate creates or truncates the file at path for writing,
+// readable and writable by its owner only: trace files hold whole prompts.
+// An existing regular file is narrowed to mode 0600 as well; devices and
+// pipes (such as /dev/stderr) keep their mode.
+func CreatePrivate(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err == nil && st.Mode().IsRegular() && st.Mode().Perm() != 0o600 {
+		err = f.Chmod(0o600)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}

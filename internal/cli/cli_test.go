@@ -186,3 +186,36 @@ func TestOutputFile(t *testing.T) {
 		}
 	}
 }
+
+func TestCreatePrivate(t *testing.T) {
+	dir := t.TempDir()
+	existing := filepath.Join(dir, "old.trace")
+	if err := os.WriteFile(existing, []byte("old prompt"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{filepath.Join(dir, "new.trace"), existing} {
+		f, err := CreatePrivate(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString("prompt"); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", path, st.Mode().Perm())
+		}
+		if b, _ := os.ReadFile(path); string(b) != "prompt" {
+			t.Errorf("%s: %q, want the old content replaced", path, b)
+		}
+	}
+	if _, err := CreatePrivate(filepath.Join(dir, "no", "x")); err == nil {
+		t.Error("no error for a missing directory")
+	}
+}
