@@ -23,6 +23,11 @@
 // client that disconnects stops its generation before the next token and
 // a queued request whose client left is dropped. Streaming requests get
 // SSE comment lines while they wait in the queue or in a long prefill.
+// Every generation reply carries an X-Request-Id header ("req_" and 24 hex
+// digits). A panic while running a request fails that request only: the
+// log gets the panic and its stack under the request id, the client a 500
+// (or a stream error) saying "internal error" and the id, never the panic
+// text.
 //
 // The worker reuses the live KV cache across the stateless requests of a
 // conversation (spec §13): the protocol continuations of the Responses and

@@ -29,6 +29,7 @@ const (
 
 // job is one request waiting for or running on the worker.
 type job struct {
+	id     string // request id: the X-Request-Id header, named in logs
 	ctx    context.Context
 	req    *request
 	w      http.ResponseWriter
@@ -48,6 +49,8 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, a api) {
 	// Writes set deadlines; the next request on the connection must not
 	// inherit them.
 	defer http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	id := newRequestID()
+	w.Header().Set("X-Request-Id", id)
 	body, aerr := s.readBody(w, r)
 	if aerr != nil {
 		writeError(w, a, aerr)
@@ -58,7 +61,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, a api) {
 		writeError(w, a, asAPIError(err))
 		return
 	}
-	j := &job{ctx: r.Context(), req: req, w: w, done: make(chan struct{}), queued: time.Now()}
+	j := &job{id: id, ctx: r.Context(), req: req, w: w, done: make(chan struct{}), queued: time.Now()}
 	if req.stream {
 		j.sse = &sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
 	}
@@ -161,14 +164,20 @@ func (s *Server) evaluate(tok int, checkpoint bool) error {
 	return s.sess.Decode(tok)
 }
 
+// newRequestID returns a fresh request id, "req_" and 24 hex digits.
+func newRequestID() string { return "req_" + randomHex(12) }
+
 // runJob answers one request; a panic fails the request, not the server.
+// The panic and its stack go to the log under the request id; the client
+// gets a generic message naming only that id, as the panic text can hold
+// internals (paths, prompt bytes, tensor shapes).
 func (s *Server) runJob(j *job) {
 	g := &gen{s: s, j: j, r: j.req, pending: -1}
 	defer func() {
 		if p := recover(); p != nil {
-			s.log.Printf("ds4-server: panic in request: %v\n%s", p, debug.Stack())
+			s.log.Printf("ds4-server: request %s: panic: %v\n%s", j.id, p, debug.Stack())
 			s.invalidate()
-			g.fail(&apiError{status: http.StatusInternalServerError, message: fmt.Sprint("internal error: ", p)})
+			g.fail(&apiError{status: http.StatusInternalServerError, message: "internal error (request id " + j.id + ")", code: "internal_error"})
 		}
 	}()
 	if s.base.Err() != nil {
