@@ -13,6 +13,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
 
+	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
 )
@@ -20,16 +21,27 @@ import (
 // panicSecret is the text of the panics below; no client may see it.
 const panicSecret = "kernel fault at /srv/secret/model.gguf"
 
+// Ways a panicSession's Decode panics.
+const (
+	panicNone     int32 = iota
+	panicDirect         // on the worker goroutine
+	panicInKernel       // in every piece of a job on the CPU backend's workers
+)
+
 // panicSession is a real session of the tiny model whose Decode panics
-// while armed.
+// as armed says.
 type panicSession struct {
 	Session
-	armed atomic.Bool
+	be    *cpu.Backend
+	armed atomic.Int32
 }
 
 func (s *panicSession) Decode(tok int) error {
-	if s.armed.Load() {
+	switch s.armed.Load() {
+	case panicDirect:
 		panic(panicSecret)
+	case panicInKernel:
+		s.be.Parallel(64, backends.TaskFunc(func(int) { panic(panicSecret) }))
 	}
 	return s.Session.Decode(tok)
 }
@@ -47,17 +59,18 @@ func TestWorkerPanicHidden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess := &panicSession{Session: es}
+	sess := &panicSession{Session: es, be: be}
 	var logBuf syncBuffer
 	ts := startServer(t, Config{Session: sess, Tiny: true, ModelName: "tiny", Log: log.New(&logBuf, "", 0)})
 	ctx := context.Background()
 	oc, ac := openaiClient(ts), anthropicClient(ts)
 
 	for _, c := range []struct {
-		name string
-		do   func(t *testing.T) (status int, header http.Header, body string)
+		name  string
+		armed int32
+		do    func(t *testing.T) (status int, header http.Header, body string)
 	}{
-		{"openai chat", func(t *testing.T) (int, http.Header, string) {
+		{"openai chat", panicDirect, func(t *testing.T) (int, http.Header, string) {
 			_, err := oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 				Model:     "deepseek-v4-flash",
 				Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
@@ -69,7 +82,7 @@ func TestWorkerPanicHidden(t *testing.T) {
 			}
 			return apiErr.StatusCode, apiErr.Response.Header, apiErr.RawJSON()
 		}},
-		{"anthropic messages", func(t *testing.T) (int, http.Header, string) {
+		{"anthropic messages", panicDirect, func(t *testing.T) (int, http.Header, string) {
 			_, err := ac.Messages.New(ctx, anthropic.MessageNewParams{
 				Model: "deepseek-v4-flash", MaxTokens: 4, Messages: []anthropic.MessageParam{userText("hi")},
 			})
@@ -79,14 +92,26 @@ func TestWorkerPanicHidden(t *testing.T) {
 			}
 			return apiErr.StatusCode, apiErr.Response.Header, apiErr.RawJSON()
 		}},
-		{"chat stream", func(t *testing.T) (int, http.Header, string) {
+		{"chat stream", panicDirect, func(t *testing.T) (int, http.Header, string) {
 			return post(t, ts.url+"/v1/chat/completions", `{"model":"deepseek-v4-flash","messages":[{"role":"user","content":"hi"}],"max_tokens":4,"stream":true}`)
+		}},
+		{"completions, panic on a CPU helper goroutine", panicInKernel, func(t *testing.T) (int, http.Header, string) {
+			_, err := oc.Completions.New(ctx, openai.CompletionNewParams{
+				Model:     "deepseek-v4-flash",
+				Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String("hi")},
+				MaxTokens: openai.Int(4),
+			})
+			var apiErr *openai.Error
+			if !errors.As(err, &apiErr) {
+				t.Fatalf("want an API error, got %v", err)
+			}
+			return apiErr.StatusCode, apiErr.Response.Header, apiErr.RawJSON()
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			sess.armed.Store(true)
+			sess.armed.Store(c.armed)
 			status, header, body := c.do(t)
-			sess.armed.Store(false)
+			sess.armed.Store(panicNone)
 			streamed := strings.HasPrefix(header.Get("Content-Type"), "text/event-stream")
 			if status != http.StatusInternalServerError && !streamed {
 				t.Errorf("status %d, want 500", status)
