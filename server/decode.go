@@ -100,6 +100,9 @@ func (s *Server) decodeChat(f fields, r *request) error {
 			return err
 		}
 	}
+	if err := s.decodeChoices(f, r); err != nil {
+		return err
+	}
 	tc := newThinkControls()
 	if err := tc.thinking(f, "thinking"); err != nil {
 		return err

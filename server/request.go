@@ -58,6 +58,7 @@ type request struct {
 	sampling  sample.Params // client values (used when not thinking)
 	maxTokens int           // -1: the server default
 	stops     []string
+	logitBias []logitBias // Chat Completions and Completions, by token id
 
 	// Chat Completions logprobs: whether they are returned and how many
 	// alternatives each generated token gets (0..maxTopLogprobs).

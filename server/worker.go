@@ -223,6 +223,8 @@ type gen struct {
 	lpOff     []int
 	lpScratch []sample.TokenLogprob
 
+	biasSaved []float32 // the logits logit_bias replaced, for restoreBias
+
 	finish  string
 	errMsg  string
 	pending int // the last sampled token, evaluated after the response
@@ -419,12 +421,21 @@ func (g *gen) generate() {
 		if g.tracker != nil && g.tracker.State().Greedy() {
 			p.Temperature = 0
 		}
+		// logit_bias changes the session's logits only while this token
+		// is chosen: a disk checkpoint saved with the next evaluation must
+		// hold the model's own.
+		logits := sess.Logits()
+		g.biasSaved = applyBias(logits, r.logitBias, g.biasSaved)
 		var tok int
 		if g.force != nil && !g.force.failed {
-			tok = g.force.next(sampler, sess.Logits(), p, limit-g.completion)
+			tok = g.force.next(sampler, logits, p, limit-g.completion)
 		} else {
-			tok = sampler.SampleWith(sess.Logits(), p)
+			tok = sampler.SampleWith(logits, p)
 		}
+		if r.logprobs && tok != s.eos {
+			g.recordLogprobs(logits, tok)
+		}
+		restoreBias(logits, r.logitBias, g.biasSaved)
 		if tok == s.eos {
 			g.finish = "stop"
 			break
@@ -432,9 +443,6 @@ func (g *gen) generate() {
 		g.completion++
 		if g.completion == 1 {
 			g.firstToken = time.Since(t0)
-		}
-		if r.logprobs {
-			g.recordLogprobs(sess.Logits(), tok)
 		}
 		text := s.tok.TokenBytes(tok)
 		prev := len(g.raw)
