@@ -8,6 +8,9 @@
 // listens on 127.0.0.1 by default; binding any other address requires an
 // API key (--api-key or DS4_API_KEY). --kv-disk-dir enables the disk KV
 // cache (package kvcache) with the --kv-cache-* policy flags of upstream.
+// --kv-cache-upstream-format writes upstream's KVC files, which carry no
+// checksums: a flipped byte in a checkpoint's payload loads silently
+// (ds4-go's own format checks CRCs over the header, rows and logits).
 // The first SIGINT or SIGTERM stops accepting requests, aborts the
 // generation in progress and saves the live session to the disk cache; a
 // second one exits at once.
@@ -98,7 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.kvPolicy.TrimTokens, "kv-cache-boundary-trim-tokens", kvDefaults.TrimTokens, "cold-save tail trim")
 	fs.IntVar(&o.kvPolicy.AlignTokens, "kv-cache-boundary-align-tokens", kvDefaults.AlignTokens, "cold and continued save alignment; 0 disables it")
 	fs.BoolVar(&o.kvRejectQuant, "kv-cache-reject-different-quant", false, "only reuse checkpoints written with the same routed-expert quantization")
-	fs.BoolVar(&o.kvUpstream, "kv-cache-upstream-format", false, "write checkpoints in upstream ds4's file format")
+	fs.BoolVar(&o.kvUpstream, "kv-cache-upstream-format", false, "write checkpoints in upstream ds4's file format, which has no checksums: a corrupted payload byte loads silently")
 	fs.BoolVar(&o.noReplay, "disable-exact-dsml-tool-replay", false, "render every past tool call canonically instead of replaying the sampled DSML")
 	fs.IntVar(&o.toolIDs, "tool-memory-max-ids", server.DefaultToolMemoryIDs, "bound of the exact tool-call replay memory, in ids")
 	fs.IntVar(&o.queue, "queue", server.DefaultQueueSize, "requests that may wait for the worker before new ones get 429")

@@ -184,6 +184,19 @@ func TestUpstreamFormat(t *testing.T) {
 	require.Empty(t, ld.Tools)
 	f.checkLoaded(t, s, f.cuts[1])
 
+	// Nor do they detect a flipped payload byte (here in the last layer's
+	// frontier tensors): the file loads (documented in the package doc
+	// and at ds4-server's --kv-cache-upstream-format).
+	flip := t.TempDir()
+	copyDir(t, dir, flip)
+	flipped := append([]byte(nil), b...)
+	flipped[52+int(keyLen)+int(psize)-2] ^= 0x40
+	require.NoError(t, os.WriteFile(filepath.Join(flip, filepath.Base(leaf.Path)), flipped, 0o600))
+	fc := openCache(t, flip, func(o *Options) { o.Format = VersionUpstream })
+	ld, err = fc.Load(s, []byte(f.text))
+	require.NoError(t, err, "an upstream file with a flipped payload byte loads")
+	require.Equal(t, leaf.SHA, ld.SHA)
+
 	// A ds4-go cache reads the upstream files and writes deltas on its own.
 	g := openCache(t, dir, nil)
 	require.Len(t, g.Entries(), 2)

@@ -83,6 +83,11 @@
 // failed load never leaves a partial state: the session is untouched
 // (header-level failures) or reset to empty.
 //
+// VersionUpstream files (written with Options.Format VersionUpstream, the
+// server's --kv-cache-upstream-format, or by upstream ds4) carry no
+// checksums: only their size, counts and key are checked, so a flipped
+// byte in a KV row or a logit loads silently and skews generation.
+//
 // # Differences from upstream
 //
 // Besides the format above: eviction scores a delta by its tokens per
