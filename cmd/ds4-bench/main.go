@@ -8,6 +8,7 @@
 //	ds4-bench plot CSV... [-o OUT.svg|OUT.png] [--title T] [--width 960] [--height 540]
 //	ds4-bench roofline [-m MODEL] [--prefill N] [--decode N] [--parquet DIR]
 //	ds4-bench extrapolate -m SMALL -m LARGE [--layers N] [--pairs N] [--parquet DIR]
+//	ds4-bench redteam [--url http://127.0.0.1:8000] [--pid PID] [--case NAME]...
 //
 // The CSV has upstream's columns exactly; --parquet adds one Parquet file
 // per run with the run metadata under DIR/bench/model=…/date=…/;
@@ -65,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runRoofline(ctx, args[1:], stdout, stderr)
 	} else if len(args) > 0 && args[0] == "extrapolate" {
 		err = runExtrapolate(ctx, args[1:], stdout, stderr)
+	} else if len(args) > 0 && args[0] == "redteam" {
+		err = runRedteam(ctx, args[1:], stdout, stderr)
 	} else {
 		err = runBench(ctx, args, stdout, stderr)
 	}
@@ -84,6 +87,7 @@ const usage = `Usage: ds4-bench --prompt-file FILE [options]
        ds4-bench plot CSV... [-o OUT.svg] [--title T] [--width 960] [--height 540]
        ds4-bench roofline [-m MODEL] [--prefill N] [--decode N] [--parquet DIR]
        ds4-bench extrapolate -m SMALL -m LARGE [--layers N] [--pairs N] [--parquet DIR]
+       ds4-bench redteam [--url http://127.0.0.1:8000] [--pid PID] [--case NAME]...
 
 Benchmarks instantaneous prefill and generation throughput at context
 frontiers such as 2048, 4096, 6144, ... . Generation is always greedy,
