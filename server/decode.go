@@ -124,7 +124,7 @@ func (s *Server) decodeChat(f fields, r *request) error {
 		return err
 	}
 
-	err = forEachMessage(f, func(m fields, msg prompt.Message) error {
+	err = forEachMessage(f, r, func(i int, m fields, msg prompt.Message) error {
 		msg.Content = lenientText(m["content"])
 		msg.Reasoning = lenientText(m["reasoning_content"])
 		if id, ok, err := m.str("tool_call_id"); err != nil {
@@ -135,6 +135,9 @@ func (s *Server) decodeChat(f fields, r *request) error {
 		calls, _, err := m.array("tool_calls")
 		if err != nil {
 			return fieldError("messages.tool_calls", "must be an array")
+		}
+		if err := r.countItems(fmt.Sprintf("messages[%d].tool_calls", i), len(calls)); err != nil {
+			return err
 		}
 		for _, c := range calls {
 			if call, ok := decodeChatCall(c); ok {
@@ -194,14 +197,18 @@ func (s *Server) decodeMessages(f fields, r *request) error {
 	r.think = tc.mode(r.model, s.ctx)
 	r.cacheControl = asksForCaching(f)
 
-	system := ""
+	var system strings.Builder
 	switch raw := f["system"]; firstByte(raw) {
 	case '"':
-		system, _ = decodeString(raw)
+		text, _ := decodeString(raw)
+		system.WriteString(text)
 	case '[':
 		parts, err := decodeArray(raw)
 		if err != nil {
 			return errInvalidJSON
+		}
+		if err := r.countItems("system", len(parts)); err != nil {
+			return err
 		}
 		for _, p := range parts {
 			text, ok := decodeString(p)
@@ -217,12 +224,12 @@ func (s *Server) decodeMessages(f fields, r *request) error {
 			if strings.HasPrefix(text, "x-anthropic-") {
 				continue
 			}
-			system = trimLastNewlineJoin(system, text)
+			trimLastNewlineJoin(&system, text)
 		}
 	}
 
-	err = forEachMessage(f, func(m fields, msg prompt.Message) error {
-		ids, err := decodeAnthropicContent(m["content"], &msg)
+	err = forEachMessage(f, r, func(i int, m fields, msg prompt.Message) error {
+		ids, err := r.decodeAnthropicContent(m["content"], fmt.Sprintf("messages[%d].content", i), &msg)
 		if err != nil {
 			return err
 		}
@@ -233,8 +240,8 @@ func (s *Server) decodeMessages(f fields, r *request) error {
 	if err != nil {
 		return err
 	}
-	if system != "" {
-		r.msgs = append(r.msgs, prompt.Message{Role: prompt.RoleSystem, Content: system})
+	if system.Len() > 0 {
+		r.msgs = append(r.msgs, prompt.Message{Role: prompt.RoleSystem, Content: system.String()})
 		r.resultIDs = append(r.resultIDs, nil)
 	}
 	tools, _, err := f.array("tools")
@@ -291,9 +298,10 @@ func asksForCaching(f fields) bool {
 	return false
 }
 
-// decodeAnthropicContent flattens Anthropic message content into msg and
-// returns the tool_use ids its tool_result blocks answer.
-func decodeAnthropicContent(raw json.RawMessage, msg *prompt.Message) ([]string, error) {
+// decodeAnthropicContent flattens Anthropic message content, the request
+// member k, into msg and returns the tool_use ids its tool_result blocks
+// answer.
+func (r *request) decodeAnthropicContent(raw json.RawMessage, k string, msg *prompt.Message) ([]string, error) {
 	switch firstByte(raw) {
 	case '"':
 		msg.Content, _ = decodeString(raw)
@@ -305,6 +313,9 @@ func decodeAnthropicContent(raw json.RawMessage, msg *prompt.Message) ([]string,
 	blocks, err := decodeArray(raw)
 	if err != nil {
 		return nil, errInvalidJSON
+	}
+	if err := r.countItems(k, len(blocks)); err != nil {
+		return nil, err
 	}
 	var content, reasoning strings.Builder
 	var ids []string
@@ -497,8 +508,11 @@ func (r *request) decodeResponsesInput(raw json.RawMessage) ([]prompt.Tool, erro
 	if err != nil {
 		return nil, errInvalidJSON
 	}
+	if err := r.countItems("input", len(items)); err != nil {
+		return nil, err
+	}
 	var loaded []prompt.Tool
-	pending := ""
+	var pending strings.Builder // reasoning not yet attached to an assistant message
 	push := func(m prompt.Message, ids []string) {
 		r.msgs = append(r.msgs, m)
 		r.resultIDs = append(r.resultIDs, ids)
@@ -534,9 +548,9 @@ func (r *request) decodeResponsesInput(raw json.RawMessage) ([]prompt.Tool, erro
 		_, isCall := responsesCallItems[typ]
 		consumes := (typ == "message" && hasRole && role == prompt.RoleAssistant) || isCall
 		bookkeeping := typ == "compaction" || typ == "context_compaction"
-		if !consumes && !bookkeeping && pending != "" {
-			push(prompt.Message{Role: prompt.RoleAssistant, Reasoning: pending}, nil)
-			pending = ""
+		if !consumes && !bookkeeping && pending.Len() > 0 {
+			push(prompt.Message{Role: prompt.RoleAssistant, Reasoning: pending.String()}, nil)
+			pending.Reset()
 		}
 		callID, _, err := str("call_id")
 		if err != nil {
@@ -576,8 +590,9 @@ func (r *request) decodeResponsesInput(raw json.RawMessage) ([]prompt.Tool, erro
 				}
 				m.Role = role
 			}
-			if m.Role == prompt.RoleAssistant && pending != "" {
-				m.Reasoning, pending = pending, ""
+			if m.Role == prompt.RoleAssistant && pending.Len() > 0 {
+				m.Reasoning = pending.String()
+				pending.Reset()
 			}
 			push(m, nil)
 		case typ == "reasoning":
@@ -587,10 +602,10 @@ func (r *request) decodeResponsesInput(raw json.RawMessage) ([]prompt.Tool, erro
 					return nil, err
 				}
 				if t != "" {
-					if pending != "" {
-						pending += "\n"
+					if pending.Len() > 0 {
+						pending.WriteByte('\n')
 					}
-					pending += t
+					pending.WriteString(t)
 				}
 			}
 		case isCall:
@@ -626,14 +641,14 @@ func (r *request) decodeResponsesInput(raw json.RawMessage) ([]prompt.Tool, erro
 			call := dsml.Call{ID: callID, Name: name, Arguments: args}
 			if n := len(r.msgs); n > 0 && r.msgs[n-1].Role == prompt.RoleAssistant {
 				last := &r.msgs[n-1]
-				if pending != "" && last.Reasoning == "" {
-					last.Reasoning = pending
+				if pending.Len() > 0 && last.Reasoning == "" {
+					last.Reasoning = pending.String()
 				}
-				pending = ""
+				pending.Reset()
 				last.ToolCalls = append(last.ToolCalls, call)
 			} else {
-				push(prompt.Message{Role: prompt.RoleAssistant, Reasoning: pending, ToolCalls: []dsml.Call{call}}, nil)
-				pending = ""
+				push(prompt.Message{Role: prompt.RoleAssistant, Reasoning: pending.String(), ToolCalls: []dsml.Call{call}}, nil)
+				pending.Reset()
 			}
 		case responsesOutputItems[typ]:
 			var content string
@@ -672,8 +687,8 @@ func (r *request) decodeResponsesInput(raw json.RawMessage) ([]prompt.Tool, erro
 			return nil, badRequest("invalid JSON request: unsupported input item type %q", typ)
 		}
 	}
-	if pending != "" {
-		push(prompt.Message{Role: prompt.RoleAssistant, Reasoning: pending}, nil)
+	if pending.Len() > 0 {
+		push(prompt.Message{Role: prompt.RoleAssistant, Reasoning: pending.String()}, nil)
 	}
 	return loaded, nil
 }
@@ -732,10 +747,11 @@ func knownRole(role string) bool {
 	return false
 }
 
-// forEachMessage decodes the request's "messages" array and calls fn with
-// each message object and a Message holding the role it declares (user
-// when it names none), stopping at the first error.
-func forEachMessage(f fields, fn func(m fields, msg prompt.Message) error) error {
+// forEachMessage decodes the request's "messages" array, counting its
+// messages against the item limit of r, and calls fn with each message's
+// index, object and a Message holding the role it declares (user when it
+// names none), stopping at the first error.
+func forEachMessage(f fields, r *request, fn func(i int, m fields, msg prompt.Message) error) error {
 	raw, ok := f["messages"]
 	if !ok {
 		return badRequest("missing messages")
@@ -746,6 +762,9 @@ func forEachMessage(f fields, fn func(m fields, msg prompt.Message) error) error
 	}
 	if len(elems) == 0 {
 		return fieldError("messages", "must not be empty")
+	}
+	if err := r.countItems("messages", len(elems)); err != nil {
+		return err
 	}
 	for i, e := range elems {
 		m, err := decodeObject(e)
@@ -761,7 +780,7 @@ func forEachMessage(f fields, fn func(m fields, msg prompt.Message) error) error
 			}
 			msg.Role = role
 		}
-		if err := fn(m, msg); err != nil {
+		if err := fn(i, m, msg); err != nil {
 			return err
 		}
 	}

@@ -42,60 +42,53 @@ func (l *liveBindings) set(resp, anthr, think binding) {
 
 func (l *liveBindings) clear() { l.set(binding{}, binding{}, binding{}) }
 
-// knows reports whether id is a call id of the live turn of protocol a.
-func (l *liveBindings) knows(a api, id string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.resp
-	if a == apiMessages {
-		b = l.anthr
-	}
-	return b.valid && slices.Contains(b.ids, id)
-}
-
 // validateResults checks that every tool result of a Messages or
 // Responses request answers a call that is either replayed earlier in the
 // request or still live (spec §5.3, §5.4); it flags requests that depend
-// on the live state.
+// on the live state. It runs in time linear in the number of calls and
+// results.
 func (s *Server) validateResults(r *request, format string) error {
-	for i, ids := range r.resultIDs {
-		role := r.msgs[i].Role
-		if r.api == apiMessages && role != prompt.RoleUser {
+	resp, anthr, _ := s.live.get()
+	live := resp
+	if r.api == apiMessages {
+		live = anthr
+	}
+	var liveIDs map[string]bool // built on the first result without a prior call
+	calls := map[string]bool{}  // ids of the calls of the assistant messages so far
+	for i, m := range r.msgs {
+		if m.Role == prompt.RoleAssistant {
+			for _, c := range m.ToolCalls {
+				if c.ID != "" {
+					calls[c.ID] = true
+				}
+			}
 			continue
 		}
-		if r.api == apiResponses && role != prompt.RoleTool && role != prompt.RoleFunction {
+		if r.api == apiMessages && m.Role != prompt.RoleUser {
 			continue
 		}
-		for _, id := range ids {
-			prior := hasPriorCall(r.msgs[:i], id)
-			if !prior && !s.live.knows(r.api, id) {
+		if r.api == apiResponses && m.Role != prompt.RoleTool && m.Role != prompt.RoleFunction {
+			continue
+		}
+		for _, id := range r.resultIDs[i] {
+			if id != "" && calls[id] {
+				continue
+			}
+			if liveIDs == nil {
+				liveIDs = map[string]bool{}
+				if live.valid {
+					for _, l := range live.ids {
+						liveIDs[l] = true
+					}
+				}
+			}
+			if !liveIDs[id] {
 				return badRequest(format, id)
 			}
-			if !prior {
-				r.requiresLive = true
-			}
+			r.requiresLive = true
 		}
 	}
 	return nil
-}
-
-// hasPriorCall reports whether an assistant message in msgs has a call
-// with id.
-func hasPriorCall(msgs []prompt.Message, id string) bool {
-	if id == "" {
-		return false
-	}
-	for _, m := range msgs {
-		if m.Role != prompt.RoleAssistant {
-			continue
-		}
-		for _, c := range m.ToolCalls {
-			if c.ID == id {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // prepareLiveTail finds the part of a Messages or Responses request that
@@ -123,6 +116,13 @@ func (r *request) prepareLiveTail(opt prompt.Options) error {
 		return nil
 	}
 	var ids []string
+	seen := map[string]bool{}
+	add := func(id string) {
+		if id != "" && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
 	first := start
 	for first > 0 && r.api == apiResponses && (r.msgs[first-1].Role == prompt.RoleSystem || r.msgs[first-1].Role == prompt.RoleDeveloper) {
 		first--
@@ -133,12 +133,12 @@ func (r *request) prepareLiveTail(opt prompt.Options) error {
 			return nil
 		}
 		for _, c := range a.ToolCalls {
-			ids = appendUnique(ids, c.ID)
+			add(c.ID)
 		}
 	} else {
 		for i := start; i < n; i++ {
 			for _, id := range r.resultIDs[i] {
-				ids = appendUnique(ids, id)
+				add(id)
 			}
 		}
 	}
@@ -153,20 +153,17 @@ func (r *request) prepareLiveTail(opt prompt.Options) error {
 	return nil
 }
 
-func appendUnique(ids []string, id string) []string {
-	if id == "" || slices.Contains(ids, id) {
-		return ids
-	}
-	return append(ids, id)
-}
-
 // sameIDs reports whether a and b hold the same ids.
 func sameIDs(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
 	}
+	in := make(map[string]bool, len(b))
+	for _, id := range b {
+		in[id] = true
+	}
 	for _, id := range a {
-		if !slices.Contains(b, id) {
+		if !in[id] {
 			return false
 		}
 	}

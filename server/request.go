@@ -31,6 +31,10 @@ const (
 	maxStopBytes = 1024
 	// maxTopLogprobs is OpenAI's limit on top_logprobs.
 	maxTopLogprobs = 20
+	// MaxRequestItems bounds the items of one request, counted together:
+	// its messages or Responses input items, its Anthropic system and
+	// content blocks and its tool calls.
+	MaxRequestItems = 100000
 )
 
 // request is a decoded, validated and rendered API request, ready for the
@@ -73,6 +77,7 @@ type request struct {
 	requiresLive   bool
 
 	replayed, canonical int // exact-replay statistics
+	items               int // items counted against MaxRequestItems
 
 	rendered string           // the prompt text
 	client   []tokenizer.Span // its client-text ranges, tokenized without specials
@@ -428,11 +433,22 @@ func decodeChatCall(raw json.RawMessage) (dsml.Call, bool) {
 	return dsml.Call{ID: id, Name: name, Arguments: text}, true
 }
 
-// trimLastNewlineJoin appends part to acc, separated by "\n" unless acc is
+// trimLastNewlineJoin appends part to b, separated by "\n" unless b is
 // empty or already ends in one (the Anthropic system join).
-func trimLastNewlineJoin(acc, part string) string {
-	if acc != "" && !strings.HasSuffix(acc, "\n") {
-		acc += "\n"
+func trimLastNewlineJoin(b *strings.Builder, part string) {
+	if n := b.Len(); n > 0 && b.String()[n-1] != '\n' {
+		b.WriteByte('\n')
 	}
-	return acc + part
+	b.WriteString(part)
+}
+
+// countItems adds n items, found in the request member k, to the
+// request's count and fails with a 400 naming k once the count passes
+// MaxRequestItems.
+func (r *request) countItems(k string, n int) error {
+	r.items += n
+	if r.items > MaxRequestItems {
+		return fieldError(k, fmt.Sprintf("brings the request to more than %d items (messages or input items, Anthropic system and content blocks and tool calls together), this server's limit", MaxRequestItems))
+	}
+	return nil
 }
