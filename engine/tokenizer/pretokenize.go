@@ -113,6 +113,16 @@ func (sc scanner) run(s string, i int, mask uint16) int {
 // pretokenize cuts text into pieces per the reference pre-tokenizer (§4.1)
 // and calls emit for each non-empty piece in order.
 func pretokenize(text string, emit func(piece string)) {
+	pretokenizeWhile(text, func(piece string) bool {
+		emit(piece)
+		return true
+	})
+}
+
+// pretokenizeWhile is pretokenize with an emit that reports whether to go
+// on: it stops at the first piece for which emit returns false and then
+// returns false.
+func pretokenizeWhile(text string, emit func(piece string) bool) bool {
 	sc := scanner{tab: classTable()}
 	start := 0 // start of the pending stretch that is neither number nor CJK
 	for i := 0; i < len(text); {
@@ -121,8 +131,8 @@ func pretokenize(text string, emit func(piece string)) {
 			i += n
 			continue
 		}
-		if start < i {
-			sc.stage3(text[start:i], emit)
+		if start < i && !sc.stage3(text[start:i], emit) {
+			return false
 		}
 		if c&cN != 0 {
 			// Stage 1: a run of \p{N} in chunks of three from its left end.
@@ -135,24 +145,30 @@ func pretokenize(text string, emit func(piece string)) {
 				}
 				j += n2
 			}
-			emit(text[i:j])
+			if !emit(text[i:j]) {
+				return false
+			}
 			i = j
 		} else {
 			// Stage 2: a maximal CJK/kana run, then stage 3 within it.
 			j := sc.run(text, i+n, cCJK)
-			sc.stage3(text[i:j], emit)
+			if !sc.stage3(text[i:j], emit) {
+				return false
+			}
 			i = j
 		}
 		start = i
 	}
 	if start < len(text) {
-		sc.stage3(text[start:], emit)
+		return sc.stage3(text[start:], emit)
 	}
+	return true
 }
 
 // stage3 applies the third split of §4.1 to one stage-2 piece: every match
-// is a piece, and adjacent unmatched characters form one piece.
-func (sc scanner) stage3(s string, emit func(piece string)) {
+// is a piece, and adjacent unmatched characters form one piece. It stops
+// and returns false when emit does.
+func (sc scanner) stage3(s string, emit func(piece string) bool) bool {
 	pending := -1
 	for p := 0; p < len(s); {
 		m := sc.match(s, p)
@@ -165,15 +181,20 @@ func (sc scanner) stage3(s string, emit func(piece string)) {
 			continue
 		}
 		if pending >= 0 {
-			emit(s[pending:p])
+			if !emit(s[pending:p]) {
+				return false
+			}
 			pending = -1
 		}
-		emit(s[p : p+m])
+		if !emit(s[p : p+m]) {
+			return false
+		}
 		p += m
 	}
 	if pending >= 0 {
-		emit(s[pending:])
+		return emit(s[pending:])
 	}
+	return true
 }
 
 // match returns the byte length of the stage-3 regex match starting at s[p],

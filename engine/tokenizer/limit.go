@@ -1,0 +1,95 @@
+package tokenizer
+
+// MaxTokenBytes returns the length in bytes of the longest token: no token
+// stands for more bytes of text, so text of b bytes encodes to at least
+// b/MaxTokenBytes tokens (128 for the DeepSeek V4 tables: a run of spaces
+// and a run of dots).
+func (t *Tokenizer) MaxTokenBytes() int {
+	n := uint32(0)
+	for id := 0; id < t.vocab; id++ {
+		n = max(n, t.textOff[id+1]-t.textOff[id])
+	}
+	return int(n)
+}
+
+// AppendEncodeLimit is AppendEncode that stops as soon as dst holds more
+// than limit tokens. ok reports whether all of text was encoded, in which
+// case the result is AppendEncode's; otherwise it is a prefix of it longer
+// than limit.
+func (t *Tokenizer) AppendEncodeLimit(dst []int, text string, special bool, limit int) (out []int, ok bool) {
+	e := limitEncoder{t: t, dst: dst, n: len(dst), limit: limit, keep: true}
+	ok = e.encode(text, special)
+	return e.dst, ok
+}
+
+// CountLimit returns the number of tokens AppendEncode would append for
+// text, without keeping them. It stops counting as soon as the count
+// passes limit and then returns a count above limit and ok false.
+func (t *Tokenizer) CountLimit(text string, special bool, limit int) (n int, ok bool) {
+	var buf [64]int
+	e := limitEncoder{t: t, dst: buf[:0], limit: limit}
+	ok = e.encode(text, special)
+	return e.n, ok
+}
+
+// limitEncoder encodes text as AppendEncode does while counting tokens
+// against a limit.
+type limitEncoder struct {
+	t     *Tokenizer
+	dst   []int
+	n     int // tokens counted
+	limit int
+	keep  bool // append to dst; otherwise dst is scratch space
+	sc    bpeScratch
+}
+
+// encode encodes text, recognizing the required special tokens when
+// special is set, and reports whether it got to the end within the limit.
+func (e *limitEncoder) encode(text string, special bool) bool {
+	if e.n > e.limit {
+		return false
+	}
+	emit := e.piece
+	if !special {
+		return pretokenizeWhile(text, emit)
+	}
+	span := 0
+	for i := 0; i < len(text); i++ {
+		// Every required special starts with '<' or '｜' (EF BD 9C).
+		if c := text[i]; c != '<' && c != 0xEF {
+			continue
+		}
+		id, n := e.t.specialAt(text[i:])
+		if n == 0 {
+			continue
+		}
+		if !pretokenizeWhile(text[span:i], emit) || !e.add(id) {
+			return false
+		}
+		i += n - 1
+		span = i + 1
+	}
+	return pretokenizeWhile(text[span:], emit)
+}
+
+// piece encodes one pre-tokenized piece and reports whether the count is
+// still within the limit.
+func (e *limitEncoder) piece(p string) bool {
+	before := len(e.dst)
+	e.dst = e.t.bpe(e.dst, p, &e.sc)
+	e.n += len(e.dst) - before
+	if !e.keep {
+		e.dst = e.dst[:0]
+	}
+	return e.n <= e.limit
+}
+
+// add adds the token id and reports whether the count is still within
+// the limit.
+func (e *limitEncoder) add(id int) bool {
+	if e.keep {
+		e.dst = append(e.dst, id)
+	}
+	e.n++
+	return e.n <= e.limit
+}
