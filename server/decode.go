@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -12,19 +13,26 @@ import (
 )
 
 // decodeRequest decodes body for protocol a into a request, validates it
-// and renders and tokenizes its prompt. Every failure is an *apiError.
-func (s *Server) decodeRequest(a api, body []byte) (*request, error) {
-	return s.decode(&request{api: a, maxTokens: -1, liveTail: -1, body: body})
+// and renders and tokenizes its prompt. Every failure is an *apiError. A
+// large body or prompt waits for a large-request slot until ctx ends.
+func (s *Server) decodeRequest(ctx context.Context, a api, body []byte) (*request, error) {
+	return s.decode(&request{api: a, maxTokens: -1, liveTail: -1, body: body, ctx: ctx})
 }
 
 // decodeCount decodes an Anthropic count_tokens request, which has no
-// output limit, into a request.
-func (s *Server) decodeCount(body []byte) (*request, error) {
-	return s.decode(&request{api: apiMessages, maxTokens: -1, liveTail: -1, body: body, counting: true})
+// output limit, into a request, and counts its prompt's tokens.
+func (s *Server) decodeCount(ctx context.Context, body []byte) (*request, error) {
+	return s.decode(&request{api: apiMessages, maxTokens: -1, liveTail: -1, body: body, counting: true, ctx: ctx})
 }
 
 // decode decodes r.body for protocol r.api into r.
 func (s *Server) decode(r *request) (*request, error) {
+	defer s.releaseLarge(r)
+	if len(r.body) >= LargeRequestBytes {
+		if err := s.acquireLarge(r.ctx, r); err != nil {
+			return nil, err
+		}
+	}
 	a := r.api
 	f, err := decodeObject(r.body)
 	if err != nil {
@@ -262,7 +270,8 @@ func (s *Server) decodeMessages(f fields, r *request) error {
 }
 
 // asksForCaching reports whether an Anthropic request sets cache_control
-// at its top level, on a system block, a message content block or a tool.
+// at its top level, on a system block or a tool (decodeAnthropicContent
+// looks at the message content blocks).
 func asksForCaching(f fields) bool {
 	marked := func(raw json.RawMessage) bool {
 		o, err := decodeObject(raw)
@@ -281,15 +290,6 @@ func asksForCaching(f fields) bool {
 			blocks = append(blocks, a...)
 		}
 	}
-	if msgs, err := decodeArray(f["messages"]); err == nil {
-		for _, m := range msgs {
-			if o, err := decodeObject(m); err == nil {
-				if a, err := decodeArray(o["content"]); err == nil {
-					blocks = append(blocks, a...)
-				}
-			}
-		}
-	}
 	for _, b := range blocks {
 		if marked(b) {
 			return true
@@ -300,7 +300,7 @@ func asksForCaching(f fields) bool {
 
 // decodeAnthropicContent flattens Anthropic message content, the request
 // member k, into msg and returns the tool_use ids its tool_result blocks
-// answer.
+// answer; a block with cache_control sets r.cacheControl.
 func (r *request) decodeAnthropicContent(raw json.RawMessage, k string, msg *prompt.Message) ([]string, error) {
 	switch firstByte(raw) {
 	case '"':
@@ -327,6 +327,9 @@ func (r *request) decodeAnthropicContent(raw json.RawMessage, k string, msg *pro
 		o, err := decodeObject(b)
 		if err != nil {
 			continue
+		}
+		if _, ok := o.get("cache_control"); ok {
+			r.cacheControl = true
 		}
 		typ, _ := decodeString(o["type"])
 		switch typ {
@@ -735,7 +738,18 @@ func (s *Server) decodePrompt(raw json.RawMessage) (string, error) {
 		}
 		ids[i] = int(id)
 	}
-	return string(s.tok.Decode(ids)), nil
+	// Decode in chunks: the text of a few ids may be long enough to
+	// overflow the context, and is not built whole then.
+	var b strings.Builder
+	for len(ids) > 0 {
+		n := min(len(ids), 4096)
+		b.Write(s.tok.Decode(ids[:n]))
+		ids = ids[n:]
+		if int64(b.Len()) > s.promptByteLimit() {
+			return "", s.tooManyBytes(apiCompletions, int64(b.Len()))
+		}
+	}
+	return b.String(), nil
 }
 
 // knownRole reports whether the prompt renderer knows role.

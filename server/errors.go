@@ -81,6 +81,14 @@ func overflowError(a api, n, ctx int) *apiError {
 	}
 }
 
+// overflowAtLeast is the context-length error of a prompt known to have at
+// least n tokens, n ≥ ctx, found without tokenizing all of it.
+func overflowAtLeast(a api, n, ctx int) *apiError {
+	e := overflowError(a, n, ctx)
+	e.message = fmt.Sprintf("Prompt has at least %d tokens, but the configured context size is %d tokens", n, ctx)
+	return e
+}
+
 // asAPIError converts any error into an apiError, a 500 unless it already is
 // one.
 func asAPIError(err error) *apiError {

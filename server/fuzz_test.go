@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -24,7 +25,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	ts, _ := scriptServer(f, nil)
 	f.Fuzz(func(t *testing.T, body string) {
 		for _, a := range []api{apiChat, apiCompletions, apiMessages, apiResponses} {
-			r, err := ts.decodeRequest(a, []byte(body))
+			r, err := ts.decodeRequest(context.Background(), a, []byte(body))
 			if err == nil {
 				if len(r.tokens) == 0 || len(r.tokens) >= ts.ctx || r.rendered == "" {
 					t.Fatalf("%s: accepted request with %d tokens", a, len(r.tokens))

@@ -171,8 +171,14 @@ func sameIDs(a, b []string) bool {
 }
 
 // render attaches exact tool-call replay, prepares the live tail, renders
-// the prompt and tokenizes it.
+// the prompt and tokenizes it, or only counts its tokens for count_tokens.
+// A prompt that certainly overflows the context by its size in bytes is
+// refused before it is rendered or tokenized, and tokenizing stops as
+// soon as the prompt fills the context.
 func (s *Server) render(r *request) error {
+	if n := r.textBytes(); n > s.promptByteLimit() {
+		return s.tooManyBytes(r.api, n)
+	}
 	opt := prompt.Options{Think: r.think, ContextSize: s.ctx}
 	if r.hasTools {
 		opt.Tools = r.tools
@@ -197,10 +203,31 @@ func (s *Server) render(r *request) error {
 		return badRequest("%v", err)
 	}
 	r.rendered, r.client = rendered.Text, rendered.Client
-	r.tokens = rendered.Tokens(s.tok)
-	if len(r.tokens) >= s.ctx {
-		return overflowError(r.api, len(r.tokens), s.ctx)
+	if n := int64(len(r.rendered)); n > s.promptByteLimit() {
+		return s.tooManyBytes(r.api, n)
 	}
+	if len(r.rendered) >= LargeRequestBytes {
+		if err := s.acquireLarge(r.ctx, r); err != nil {
+			return err
+		}
+	}
+	if s.cfg.tokenizeHook != nil {
+		s.cfg.tokenizeHook()
+	}
+	limit := s.promptLimit()
+	if r.counting {
+		n, ok := s.tok.CountRenderedLimit(r.rendered, r.client, limit)
+		if !ok {
+			return overflowAtLeast(r.api, n, s.ctx)
+		}
+		r.count = n
+		return nil
+	}
+	tokens, ok := s.tok.AppendEncodeRenderedLimit(make([]int, 0, min(len(r.rendered)/3+4, limit+1)), r.rendered, r.client, limit)
+	if !ok {
+		return overflowAtLeast(r.api, len(tokens), s.ctx)
+	}
+	r.tokens = tokens
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -81,8 +82,12 @@ type request struct {
 
 	rendered string           // the prompt text
 	client   []tokenizer.Span // its client-text ranges, tokenized without specials
-	tokens   []int            // its rendered-chat tokenization
+	tokens   []int            // its rendered-chat tokenization (not kept when counting)
+	count    int              // count_tokens: the number of tokens of rendered
 	body     []byte           // the raw request, for the trace
+
+	ctx   context.Context // ends the wait for a large-request slot
+	large bool            // holds a large-request slot
 }
 
 // toolName is how a Responses tool appears on the wire.

@@ -9,6 +9,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -123,6 +124,14 @@ type Config struct {
 	Trace io.Writer
 	// Log receives operational messages; nil discards them.
 	Log *log.Logger
+	// LargeRequests bounds the requests with a body or rendered prompt of
+	// LargeRequestBytes or more that are decoded and tokenized at once
+	// (others wait); 0 means runtime.GOMAXPROCS.
+	LargeRequests int
+
+	// tokenizeHook, when set, is called before each prompt is tokenized
+	// (tests).
+	tokenizeHook func()
 }
 
 // Server serves the OpenAI, Anthropic and Responses APIs over one engine
@@ -150,6 +159,9 @@ type Server struct {
 	wg     sync.WaitGroup // the worker
 	start  time.Time
 	vocab  *vocabBytes // token texts for forced tool choice, built on first use by the worker
+
+	maxTokenBytes int           // the longest token's length in bytes
+	large         chan struct{} // large-request slots (a semaphore)
 }
 
 // New returns a Server for cfg and starts its worker.
@@ -174,6 +186,7 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.PrefillChunk, DefaultPrefillChunk)
 	setDefault(&cfg.WriteTimeout, DefaultWriteTimeout)
 	setDefault(&cfg.ToolMemoryIDs, DefaultToolMemoryIDs)
+	setDefault(&cfg.LargeRequests, runtime.GOMAXPROCS(0))
 	if cfg.Log == nil {
 		cfg.Log = log.New(io.Discard, "", 0)
 	}
@@ -186,6 +199,9 @@ func New(cfg Config) (*Server, error) {
 		log:   cfg.Log,
 		queue: make(chan *job, cfg.QueueSize),
 		start: time.Now(),
+
+		maxTokenBytes: max(1, cfg.Tokenizer.MaxTokenBytes()),
+		large:         make(chan struct{}, max(1, cfg.LargeRequests)),
 	}
 	if cfg.ToolMemoryIDs > 0 {
 		s.tools = newToolMemory(cfg.ToolMemoryIDs, DefaultToolMemoryBytes)
@@ -401,17 +417,12 @@ func (s *Server) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiMessages, aerr)
 		return
 	}
-	var n int
-	switch req, err := s.decodeCount(body); {
-	case err == nil:
-		n = len(req.tokens)
-	case asAPIError(err).code == "context_length_exceeded":
-		n = asAPIError(err).promptTokens
-	default:
+	req, err := s.decodeCount(r.Context(), body)
+	if err != nil {
 		writeError(w, apiMessages, asAPIError(err))
 		return
 	}
-	writeJSON(w, append(marshal(ordered{{"input_tokens", n}}), '\n'))
+	writeJSON(w, append(marshal(ordered{{"input_tokens", req.count}}), '\n'))
 }
 
 // ToolEntries returns the tool-map entries to save with a checkpoint keyed

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -120,7 +121,7 @@ func TestThinkResolution(t *testing.T) {
 		{ts, apiResponses, `{"input":"x","reasoning":{"effort":"minimal"}}`, prompt.ThinkHigh},
 		{ts, apiResponses, `{"input":"x","model":"deepseek-chat","reasoning":{"effort":null}}`, prompt.ThinkOff},
 	} {
-		r, err := c.srv.decodeRequest(c.a, []byte(c.body))
+		r, err := c.srv.decodeRequest(context.Background(), c.a, []byte(c.body))
 		if err != nil {
 			t.Errorf("%s %s: %v", c.a, c.body, err)
 			continue
@@ -147,7 +148,7 @@ func TestDecodeResponsesInput(t *testing.T) {
 	  {"type":"local_shell_call_output","call_id":"c2","output":"a b"},
 	  {"type":"reasoning","summary":[{"type":"summary_text","text":"R3"}]}
 	 ]}`
-	r, err := ts.decodeRequest(apiResponses, []byte(body))
+	r, err := ts.decodeRequest(context.Background(), apiResponses, []byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestRenderPreservesToolBytes(t *testing.T) {
 	 {"role":"user","content":"go"},
 	 {"role":"assistant","content":null,"tool_calls":[{"id":"x1","type":"function","function":{"name":"f","arguments":"{\"z\": 1, \"a\": \"s\"}"}}]},
 	 {"role":"tool","tool_call_id":"x1","content":"done </tool_result> here"}]}`
-	r, err := ts.decodeRequest(apiChat, []byte(body))
+	r, err := ts.decodeRequest(context.Background(), apiChat, []byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +206,7 @@ func TestRenderPreservesToolBytes(t *testing.T) {
 			t.Errorf("rendered prompt lacks %q:\n%q", want, r.rendered)
 		}
 	}
-	r, err = ts.decodeRequest(apiChat, []byte(strings.Replace(body, `"think":false`, `"think":false,"tool_choice":"none"`, 1)))
+	r, err = ts.decodeRequest(context.Background(), apiChat, []byte(strings.Replace(body, `"think":false`, `"think":false,"tool_choice":"none"`, 1)))
 	if err != nil || r.hasTools || strings.Contains(r.rendered, "## Tools") {
 		t.Errorf("tool_choice none: %v hasTools=%v", err, r.hasTools)
 	}

@@ -56,7 +56,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, a api) {
 		writeError(w, a, aerr)
 		return
 	}
-	req, err := s.decodeRequest(a, body)
+	req, err := s.decodeRequest(r.Context(), a, body)
 	if err != nil {
 		writeError(w, a, asAPIError(err))
 		return

@@ -18,7 +18,16 @@ func (t *Tokenizer) MaxTokenBytes() int {
 // than limit.
 func (t *Tokenizer) AppendEncodeLimit(dst []int, text string, special bool, limit int) (out []int, ok bool) {
 	e := limitEncoder{t: t, dst: dst, n: len(dst), limit: limit, keep: true}
-	ok = e.encode(text, special)
+	ok = e.encode(text, special, nil)
+	return e.dst, ok
+}
+
+// AppendEncodeRenderedLimit is AppendEncodeRendered of all of text that
+// stops as soon as dst holds more than limit tokens, as AppendEncodeLimit
+// does.
+func (t *Tokenizer) AppendEncodeRenderedLimit(dst []int, text string, client []Span, limit int) (out []int, ok bool) {
+	e := limitEncoder{t: t, dst: dst, n: len(dst), limit: limit, keep: true}
+	ok = e.encode(text, true, client)
 	return e.dst, ok
 }
 
@@ -26,14 +35,26 @@ func (t *Tokenizer) AppendEncodeLimit(dst []int, text string, special bool, limi
 // text, without keeping them. It stops counting as soon as the count
 // passes limit and then returns a count above limit and ok false.
 func (t *Tokenizer) CountLimit(text string, special bool, limit int) (n int, ok bool) {
+	return t.count(text, special, nil, limit)
+}
+
+// CountRenderedLimit returns the number of tokens AppendEncodeRendered
+// would append for all of text, without keeping them, stopping as
+// CountLimit does.
+func (t *Tokenizer) CountRenderedLimit(text string, client []Span, limit int) (n int, ok bool) {
+	return t.count(text, true, client, limit)
+}
+
+// count counts the tokens of text for CountLimit and CountRenderedLimit.
+func (t *Tokenizer) count(text string, special bool, client []Span, limit int) (n int, ok bool) {
 	var buf [64]int
 	e := limitEncoder{t: t, dst: buf[:0], limit: limit}
-	ok = e.encode(text, special)
+	ok = e.encode(text, special, client)
 	return e.n, ok
 }
 
-// limitEncoder encodes text as AppendEncode does while counting tokens
-// against a limit.
+// limitEncoder encodes text as AppendEncodeRendered does while counting
+// tokens against a limit.
 type limitEncoder struct {
 	t     *Tokenizer
 	dst   []int
@@ -43,9 +64,10 @@ type limitEncoder struct {
 	sc    bpeScratch
 }
 
-// encode encodes text, recognizing the required special tokens when
-// special is set, and reports whether it got to the end within the limit.
-func (e *limitEncoder) encode(text string, special bool) bool {
+// encode encodes text, recognizing the required special tokens outside the
+// client ranges when special is set, and reports whether it got to the end
+// within the limit.
+func (e *limitEncoder) encode(text string, special bool, client []Span) bool {
 	if e.n > e.limit {
 		return false
 	}
@@ -53,21 +75,17 @@ func (e *limitEncoder) encode(text string, special bool) bool {
 	if !special {
 		return pretokenizeWhile(text, emit)
 	}
-	span := 0
-	for i := 0; i < len(text); i++ {
-		// Every required special starts with '<' or '｜' (EF BD 9C).
-		if c := text[i]; c != '<' && c != 0xEF {
-			continue
-		}
-		id, n := e.t.specialAt(text[i:])
+	span, k := 0, 0
+	for i := 0; i < len(text); {
+		pos, id, n := e.t.nextSpecial(text, i, client, &k)
 		if n == 0 {
-			continue
+			break
 		}
-		if !pretokenizeWhile(text[span:i], emit) || !e.add(id) {
+		if !pretokenizeWhile(text[span:pos], emit) || !e.add(id) {
 			return false
 		}
-		i += n - 1
-		span = i + 1
+		i = pos + n
+		span = i
 	}
 	return pretokenizeWhile(text[span:], emit)
 }

@@ -105,3 +105,38 @@ func equalInts(a, b []int) bool {
 	}
 	return true
 }
+
+// TestEncodeRenderedLimitMatches holds the limited rendered-text encoders
+// to AppendEncodeRendered: with client ranges over none, all, the middle
+// of the text and ranges cutting special strings, they give its tokens
+// when the limit allows, and a prefix of them past the limit otherwise.
+func TestEncodeRenderedLimitMatches(t *testing.T) {
+	tok := defaultTok(t)
+	for i, text := range limitTexts(t) {
+		n := len(text)
+		for j, client := range [][]Span{
+			nil,
+			{{0, n}},
+			{{n / 3, 2 * n / 3}},
+			{{0, n / 4}, {n / 4, n / 4}, {n / 2, n/2 + 3}, {3 * n / 4, n}},
+		} {
+			want := tok.AppendEncodeRendered(nil, text, 0, client)
+			got, ok := tok.AppendEncodeRenderedLimit(nil, text, client, len(want))
+			if !ok || !equalInts(got, want) {
+				t.Errorf("text %d client %d: ok %v, %d tokens, want %d", i, j, ok, len(got), len(want))
+			}
+			if c, ok := tok.CountRenderedLimit(text, client, len(want)); !ok || c != len(want) {
+				t.Errorf("text %d client %d: CountRenderedLimit %d, %v; want %d", i, j, c, ok, len(want))
+			}
+			if limit := len(want) / 2; limit < len(want)-1 {
+				got, ok := tok.AppendEncodeRenderedLimit(nil, text, client, limit)
+				if ok || len(got) <= limit || !equalInts(got, want[:len(got)]) {
+					t.Errorf("text %d client %d limit %d: ok %v, %d tokens of %d", i, j, limit, ok, len(got), len(want))
+				}
+				if c, ok := tok.CountRenderedLimit(text, client, limit); ok || c <= limit || c > len(want) {
+					t.Errorf("text %d client %d limit %d: CountRenderedLimit %d, %v", i, j, limit, c, ok)
+				}
+			}
+		}
+	}
+}
