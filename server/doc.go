@@ -39,6 +39,38 @@
 // rendering for unknown ids. Inside a tool-call block the structural
 // tokens are decoded greedily and the argument payloads are sampled.
 //
+// # Request limits
+//
+// Work done before a request reaches the queue is bounded:
+//   - a body larger than Config.MaxBodyBytes (--max-body-mb, 64 MiB by
+//     default) gets a 413 before it is decoded;
+//   - a request holds at most MaxRequestItems (100,000) items, counted
+//     together: messages or Responses input items, Anthropic system and
+//     content blocks, and tool calls (Chat tool_calls, Anthropic tool_use,
+//     Responses function_call items); past that it gets a 400 whose param
+//     names the member that passed the limit (messages,
+//     messages[i].tool_calls, messages[i].content, input, system). Tool
+//     results are checked against the calls in time linear in their
+//     number;
+//   - no token of the DeepSeek V4 vocabulary stands for more than 128
+//     bytes of text (a run of 128 spaces, a run of 128 dots; the server
+//     takes the length from its tokenizer), so a prompt
+//     of more than (ctx−1)·128 bytes cannot fit a context of ctx tokens:
+//     it is refused with context_length_exceeded before it is rendered
+//     (when its message contents alone are that long) or tokenized (4 MiB
+//     at the default --ctx of 32768; from --ctx 524,289 on this bound
+//     reaches the default body limit, and the next rule does the work).
+//     Token-id Completions prompts are decoded to text in chunks under
+//     the same bound;
+//   - tokenizing stops at the pre-tokenized piece that fills the
+//     context, and count_tokens counts without keeping the tokens;
+//   - bodies, and rendered prompts, of LargeRequestBytes (1 MiB) or more
+//     are decoded, rendered and tokenized by at most Config.LargeRequests
+//     requests at once (runtime.GOMAXPROCS by default); the others wait
+//     for a slot (503 if their client leaves or the server shuts down
+//     meanwhile). Decoding such a request allocates about six times its
+//     body, and nothing is kept once it is answered.
+//
 // # Deviations from upstream
 //
 // Deliberate, for clients that must work unchanged:
@@ -56,6 +88,15 @@
 //     token stays cached in the live KV for the next request (upstream
 //     reports every request that way, with input_tokens 0);
 //     count_tokens counts the whole prompt, the sum of the three;
+//   - a prompt refused for its size before it was tokenized whole gets
+//     the context_length_exceeded error with the message "Prompt has at
+//     least P tokens, …" and n_prompt_tokens P, a lower bound (the count
+//     where tokenizing stopped, or its bytes divided by 128);
+//     count_tokens counts only prompts that fit the context (fewer than
+//     ctx tokens) and answers that 400 for longer ones (upstream
+//     tokenizes the whole prompt and counts it, however long);
+//   - the request limits above (item count, byte bound, large-request
+//     slots) are ours: upstream has only its 64 MiB body limit;
 //   - a stop sequence ends an Anthropic message with stop_reason
 //     "stop_sequence" and the matched stop_sequence;
 //   - numeric fields are range-checked (400) instead of clamped, null
