@@ -75,6 +75,21 @@ func TestToolResultValidationLinear(t *testing.T) {
 			})
 			return err
 		}},
+		{"chat", func(ctx context.Context) error {
+			calls := make([]openai.ChatCompletionMessageToolCallUnionParam, n)
+			msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("go"), {}}
+			for i := range n {
+				calls[i] = openai.ChatCompletionMessageToolCallUnionParam{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+					ID:       fmt.Sprintf("call_%06d", i),
+					Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "f", Arguments: "{}"},
+				}}
+				msgs = append(msgs, openai.ToolMessage("ok", fmt.Sprintf("call_%06d", n-1)))
+			}
+			msgs[1] = openai.ChatCompletionMessageParamUnion{OfAssistant: &openai.ChatCompletionAssistantMessageParam{ToolCalls: calls}}
+			c := openaiClient(ts)
+			_, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "deepseek-v4-flash", Messages: msgs})
+			return err
+		}},
 		{"messages", func(ctx context.Context) error {
 			c := anthropicClient(ts)
 			_, err := c.Messages.New(ctx, anthropic.MessageNewParams{
