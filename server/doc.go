@@ -71,6 +71,23 @@
 //     meanwhile). Decoding such a request allocates about six times its
 //     body, and nothing is kept once it is answered.
 //
+// # Connections
+//
+// A client has Config.ReadTimeout (ds4-server --read-timeout, default one
+// minute) from the first byte of a request to the end of its body,
+// headers included (those within at most 10 s); a request not complete by
+// then gets a 408 if a handler was waiting for its body, and its
+// connection is closed in every case, also after an early reply such as
+// 401 or 404. The timeout bounds only the request: once the body is in,
+// generations and SSE streams run as long as they take, each write
+// bounded by Config.WriteTimeout. A reply to a request whose body was not
+// read to its end carries Connection: close. At most
+// Config.MaxConnections client connections (--max-connections, default
+// 256) are open at a time, idle keep-alive ones included; one more gets a
+// 503 (code too_many_connections, Retry-After: 1) and is closed. /metrics
+// reports ds4_connections_open, ds4_connections_max and
+// ds4_connections_refused_total.
+//
 // # Deviations from upstream
 //
 // Deliberate, for clients that must work unchanged:

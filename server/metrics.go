@@ -18,6 +18,9 @@ type metrics struct {
 	rejected  atomic.Int64 // refused because the queue was full
 	cancelled atomic.Int64 // given up because the client left
 
+	conns        atomic.Int64 // open client connections
+	connsRefused atomic.Int64 // connections refused past Config.MaxConnections
+
 	promptTokens    atomic.Int64 // effective prompt tokens
 	prefillTokens   atomic.Int64 // prompt tokens evaluated
 	prefillNanos    atomic.Int64
@@ -153,6 +156,9 @@ func (s *Server) serveMetrics(w http.ResponseWriter) {
 		{"ds4_worker_busy", "gauge", "1 while the worker runs a request.", busy},
 		{"ds4_requests_rejected_total", "counter", "Requests refused because the queue was full.", m.rejected.Load()},
 		{"ds4_requests_cancelled_total", "counter", "Requests given up because the client left.", m.cancelled.Load()},
+		{"ds4_connections_open", "gauge", "Open client connections.", m.conns.Load()},
+		{"ds4_connections_max", "gauge", "Bound of the open client connections.", int64(s.cfg.MaxConnections)},
+		{"ds4_connections_refused_total", "counter", "Connections refused because the bound was reached.", m.connsRefused.Load()},
 		{"ds4_uptime_seconds", "gauge", "Seconds since the server started.", time.Since(s.start).Seconds()},
 	}
 	ids, blocks, bytes := s.tools.stats()

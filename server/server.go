@@ -28,6 +28,11 @@ const (
 	DefaultKeepAlive    = 5 * time.Second
 	DefaultPrefillChunk = 1024 // engine.PrefillChunk: smaller steps would split the engine's chunks
 	DefaultWriteTimeout = 10 * time.Second
+	// DefaultReadTimeout bounds the time a client has to send a request,
+	// headers and body.
+	DefaultReadTimeout = time.Minute
+	// DefaultMaxConnections bounds the open client connections.
+	DefaultMaxConnections = 256
 )
 
 // Session is the inference timeline the server's worker owns:
@@ -110,6 +115,13 @@ type Config struct {
 	PrefillChunk int
 	// WriteTimeout bounds each write to a client.
 	WriteTimeout time.Duration
+	// ReadTimeout bounds the time from the start of a request to the end
+	// of its body; a connection whose request is not complete by then is
+	// closed. It does not limit the response.
+	ReadTimeout time.Duration
+	// MaxConnections bounds the open client connections; connections past
+	// it get a 503 and are closed.
+	MaxConnections int
 	// ToolMemoryIDs bounds the exact tool-call replay memory; negative
 	// disables exact replay.
 	ToolMemoryIDs int
@@ -185,6 +197,8 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.KeepAlive, DefaultKeepAlive)
 	setDefault(&cfg.PrefillChunk, DefaultPrefillChunk)
 	setDefault(&cfg.WriteTimeout, DefaultWriteTimeout)
+	setDefault(&cfg.ReadTimeout, DefaultReadTimeout)
+	setDefault(&cfg.MaxConnections, DefaultMaxConnections)
 	setDefault(&cfg.ToolMemoryIDs, DefaultToolMemoryIDs)
 	setDefault(&cfg.LargeRequests, runtime.GOMAXPROCS(0))
 	if cfg.Log == nil {
@@ -207,9 +221,16 @@ func New(cfg Config) (*Server, error) {
 		s.tools = newToolMemory(cfg.ToolMemoryIDs, DefaultToolMemoryBytes)
 	}
 	s.base, s.stop = context.WithCancel(context.Background())
+	// ReadTimeout sets a read deadline when a request starts, which
+	// net/http lifts once the body has been read to its end (it then reads
+	// on only to notice a client that leaves), so it bounds the request and
+	// never the response. A body that does not come in time fails that
+	// deadline, and so does net/http's draining of it after the handler
+	// returns, which ends the connection.
 	s.http = &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       cfg.ReadTimeout,
+		ReadHeaderTimeout: min(10*time.Second, cfg.ReadTimeout),
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          cfg.Log,
@@ -228,14 +249,15 @@ func setDefault[T int | int64 | time.Duration](v *T, def T) {
 // Handler returns the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
-// Serve accepts connections on ln until Shutdown. It refuses a listener on
-// a non-loopback address when no API key is configured.
+// Serve accepts connections on ln until Shutdown, at most
+// Config.MaxConnections at a time. It refuses a listener on a non-loopback
+// address when no API key is configured.
 func (s *Server) Serve(ln net.Listener) error {
 	if s.cfg.APIKey == "" && !IsLoopback(ln.Addr()) {
 		ln.Close()
 		return fmt.Errorf("server: refusing to listen on %s without an API key", ln.Addr())
 	}
-	err := s.http.Serve(ln)
+	err := s.http.Serve(newLimitListener(ln, s.cfg.MaxConnections, &s.stats))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -280,22 +302,28 @@ func IsLoopback(addr net.Addr) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// statusWriter records the status code for the metrics.
+// statusWriter records the status code for the metrics. A response to a
+// request whose body was not read to its end closes the connection: the
+// rest of the body would have to be read first.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	body   *requestBody // nil: the request has no body
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
+		if w.body != nil && !w.body.done {
+			w.Header().Set("Connection", "close")
+		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
-		w.status = http.StatusOK
+		w.WriteHeader(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(b)
 }
@@ -313,6 +341,10 @@ var routes = map[string]api{
 
 func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	w := &statusWriter{ResponseWriter: rw}
+	if r.ContentLength != 0 {
+		w.body = &requestBody{ReadCloser: r.Body}
+		r.Body = w.body
+	}
 	path := r.URL.Path
 	a, generate := routes[path]
 	defer func() {
@@ -440,16 +472,18 @@ func writeJSON(w http.ResponseWriter, body []byte) {
 	w.Write(body)
 }
 
-// readBody reads the request body within the size limit.
+// readBody reads the request body within the size limit; the server's
+// read timeout bounds the time it may take.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
-	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(time.Minute))
-	defer rc.SetReadDeadline(time.Time{})
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		var ne net.Error
+		switch {
+		case errors.As(err, &mbe):
 			return nil, &apiError{status: http.StatusRequestEntityTooLarge, message: fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodyBytes), code: "request_too_large"}
+		case errors.As(err, &ne) && ne.Timeout():
+			return nil, &apiError{status: http.StatusRequestTimeout, message: fmt.Sprintf("request body not received within the server's read timeout of %v", s.cfg.ReadTimeout), code: "request_timeout"}
 		}
 		return nil, badRequest("bad HTTP request")
 	}

@@ -68,11 +68,12 @@ func (e usageError) Unwrap() error { return e.error }
 type options struct {
 	model, host, trace, chdir, apiKey, kvDir string
 	ctx, tokens, threads, port, queue        int
+	maxConns                                 int
 	kvSpaceMB, toolIDs, maxBodyMB            int
 	kvPolicy                                 kvcache.Policy
 	kvRejectQuant, kvUpstream                bool
 	cors, noReplay, anyModel, warm           bool
-	keepAlive                                time.Duration
+	keepAlive, readTimeout                   time.Duration
 	steerFile                                string
 	steerFFN, steerAttn                      float32 // resolved scales; both 0 means no steering
 }
@@ -108,6 +109,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxBodyMB, "max-body-mb", server.DefaultMaxBodyBytes>>20, "largest request body in MiB")
 	fs.BoolVar(&o.anyModel, "accept-any-model", false, "serve requests for any model id instead of answering 404 for unknown ones")
 	fs.DurationVar(&o.keepAlive, "keep-alive", server.DefaultKeepAlive, "interval of SSE keep-alive comments while a stream waits")
+	fs.DurationVar(&o.readTimeout, "read-timeout", server.DefaultReadTimeout, "time a client has to send a request, headers and body; a connection past it is closed (responses are not limited)")
+	fs.IntVar(&o.maxConns, "max-connections", server.DefaultMaxConnections, "open client connections; more get 503 and are closed")
 	var steerFFN, steerAttn float64
 	fs.StringVar(&o.steerFile, "dir-steering-file", "", "directional steering vector FILE (.f32)")
 	fs.Float64Var(&steerFFN, "dir-steering-ffn", 0, "steering scale at the FFN output in [-100, 100] (1 when only a file is given)")
@@ -154,6 +157,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		{"queue", o.queue <= 0, "must be at least 1"},
 		{"max-body-mb", o.maxBodyMB <= 0, "must be at least 1"},
 		{"keep-alive", o.keepAlive <= 0, "must be positive"},
+		{"read-timeout", o.readTimeout <= 0, "must be positive"},
+		{"max-connections", o.maxConns <= 0, "must be at least 1"},
 	} {
 		if c.bad {
 			return nil, cli.FlagError(fs, c.name, "%s", c.want)
@@ -264,6 +269,8 @@ func serve(o *options, stderr io.Writer, hooks *testHooks) error {
 		CORS:             o.cors,
 		AcceptAnyModel:   o.anyModel,
 		KeepAlive:        o.keepAlive,
+		ReadTimeout:      o.readTimeout,
+		MaxConnections:   o.maxConns,
 		ToolMemoryIDs:    toolIDs,
 		Trace:            trace,
 		Log:              logger,

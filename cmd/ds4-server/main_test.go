@@ -46,6 +46,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"extra"}, 2, "unexpected argument"},
 		{[]string{"--ctx", "1"}, 2, "--ctx 1: must be at least 2"},
 		{[]string{"--port", "70000"}, 2, "--port 70000: must be in [0, 65535]"},
+		{[]string{"--read-timeout", "0s"}, 2, "--read-timeout 0s: must be positive"},
+		{[]string{"--max-connections", "0"}, 2, "--max-connections 0: must be at least 1"},
 		{[]string{"--host", "0.0.0.0", "--port", "0"}, 2, "--host 0.0.0.0: listening on \"0.0.0.0\" needs an API key"},
 		{[]string{"--dir-steering-ffn", "1"}, 2, "needs --dir-steering-file"},
 		{[]string{"--dir-steering-attn", "-0.5"}, 2, "needs --dir-steering-file"},

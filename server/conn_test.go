@@ -1,0 +1,173 @@
+package server
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// addrOf returns the host:port of a test server's URL.
+func addrOf(ts *testServer) string { return strings.TrimPrefix(ts.url, "http://") }
+
+// dial opens a raw connection to addr, closed when the test ends.
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// rawRequest sends head (the request line and header lines, each ending
+// in CRLF, without Content-Length) and body on a fresh connection and
+// returns the response's status and body.
+func rawRequest(t *testing.T, addr, head, body string) (int, string) {
+	t.Helper()
+	conn := dial(t, addr)
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(conn, "%sContent-Length: %d\r\nConnection: close\r\n\r\n%s", head, len(body), body)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("%q: %v", head, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitClosed reads conn until the server closes it or limit passes, and
+// returns what it read and how long the close took (negative: still open).
+func waitClosed(conn net.Conn, start time.Time, limit time.Duration) (string, time.Duration) {
+	conn.SetReadDeadline(start.Add(limit))
+	b, err := io.ReadAll(conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return string(b), -1
+	}
+	return string(b), time.Since(start)
+}
+
+// statusOf returns the status code of a raw response, 0 if there is none.
+func statusOf(raw string) int {
+	var code int
+	fmt.Sscanf(raw, "HTTP/1.1 %d", &code)
+	return code
+}
+
+func TestUnfinishedBodyClosesConnection(t *testing.T) {
+	const timeout = 2 * time.Second
+	for _, c := range []struct {
+		name, key, method, path string
+		status                  int // the reply sent before the close
+	}{
+		{"chat", "", "POST", "/v1/chat/completions", http.StatusRequestTimeout},
+		{"messages", "", "POST", "/v1/messages", http.StatusRequestTimeout},
+		{"count_tokens", "", "POST", "/v1/messages/count_tokens", http.StatusRequestTimeout},
+		{"unauthorized", "k3y", "POST", "/v1/chat/completions", http.StatusUnauthorized},
+		{"unauthorized count_tokens", "k3y", "POST", "/v1/messages/count_tokens", http.StatusUnauthorized},
+		{"unknown endpoint", "", "POST", "/v1/nope", http.StatusNotFound},
+		{"GET with a body", "", "GET", "/v1/models", http.StatusOK},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ts, _ := scriptServer(t, func(cfg *Config) { cfg.ReadTimeout = timeout; cfg.APIKey = c.key })
+			conn := dial(t, addrOf(ts))
+			start := time.Now()
+			fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", c.method, c.path)
+			raw, took := waitClosed(conn, start, 2*timeout)
+			if took < 0 {
+				t.Fatalf("connection still open %v after a partial body (read timeout %v); read %q", 2*timeout, timeout, raw)
+			}
+			t.Logf("closed after %v (read timeout %v)", took.Round(time.Millisecond), timeout)
+			if got := statusOf(raw); got != c.status {
+				t.Errorf("status %d, want %d: %q", got, c.status, raw)
+			}
+		})
+	}
+}
+
+func TestSlowHeadersCloseConnection(t *testing.T) {
+	const timeout = 2 * time.Second
+	ts, _ := scriptServer(t, func(cfg *Config) { cfg.ReadTimeout = timeout })
+	conn := dial(t, addrOf(ts))
+	start := time.Now()
+	io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+	if raw, took := waitClosed(conn, start, 2*timeout); took < 0 {
+		t.Fatalf("connection still open %v after partial headers; read %q", 2*timeout, raw)
+	} else {
+		t.Logf("closed after %v", took.Round(time.Millisecond))
+	}
+}
+
+// TestLongRequestsOutliveReadTimeout checks that the read timeout bounds
+// only the request: generations that run longer, streamed or not, finish.
+func TestLongRequestsOutliveReadTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	words := strings.Repeat("w ", 40)
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprint("stream=", stream), func(t *testing.T) {
+			ts, sess := scriptServer(t, func(cfg *Config) { cfg.ReadTimeout = timeout }, words)
+			sess.delay = 25 * time.Millisecond // 40 tokens: at least 1 s, over 3 read timeouts
+			start := time.Now()
+			status, _, body := post(t, ts.url+"/v1/chat/completions",
+				fmt.Sprintf(`{"messages":[{"role":"user","content":"go"}],"think":false,"stream":%v}`, stream))
+			took := time.Since(start)
+			if status != 200 || !strings.Contains(body, `"finish_reason":"stop"`) || strings.Count(body, "w") < 40 {
+				t.Fatalf("after %v: %d %s", took, status, body)
+			}
+			if took < 3*timeout {
+				t.Fatalf("generation took %v, not longer than the read timeout %v: the test proves nothing", took, timeout)
+			}
+			t.Logf("generation of %v with a read timeout of %v", took.Round(time.Millisecond), timeout)
+		})
+	}
+}
+
+func TestMaxConnections(t *testing.T) {
+	const max = 3
+	ts, _ := scriptServer(t, func(cfg *Config) { cfg.MaxConnections = max; cfg.ReadTimeout = 20 * time.Second })
+	addr := addrOf(ts)
+	var held []net.Conn
+	for range max {
+		conn := dial(t, addr)
+		io.WriteString(conn, "GET /healthz HTTP/1.1\r\n") // slow headers
+		held = append(held, conn)
+	}
+	extra := dial(t, addr)
+	start := time.Now()
+	io.WriteString(extra, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	raw, took := waitClosed(extra, start, 10*time.Second)
+	if took < 0 {
+		t.Fatalf("connection %d still open after 10 s; read %q", max+1, raw)
+	}
+	if got := statusOf(raw); got != http.StatusServiceUnavailable || !strings.Contains(raw, "too_many_connections") || !strings.Contains(raw, "Retry-After: 1") {
+		t.Fatalf("connection %d: %q, want a 503", max+1, raw)
+	}
+	t.Logf("connection %d refused in %v", max+1, took.Round(time.Millisecond))
+	// A held connection closing frees its slot.
+	held[0].Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for ts.stats.conns.Load() >= max {
+		if time.Now().After(deadline) {
+			t.Fatal("no slot freed 10 s after a client left")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	status, body := rawRequest(t, addr, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n", "")
+	if status != 200 {
+		t.Fatalf("after a client left: %d %s", status, body)
+	}
+	for _, want := range []string{"ds4_connections_open 3", "ds4_connections_max 3", "ds4_connections_refused_total 1"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
