@@ -3,9 +3,11 @@ package server
 import (
 	"errors"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,4 +108,31 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		b.done = true
 	}
 	return n, err
+}
+
+// loopbackHost reports whether host, a Host header, names a loopback
+// address: localhost, 127.0.0.0/8 or ::1, with or without a port. An
+// empty host (HTTP/1.0) is accepted: browsers always send one.
+func loopbackHost(host string) bool {
+	if host == "" {
+		return true
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	}
+	host = strings.TrimSuffix(host, ".")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// jsonContentType reports whether ct, a Content-Type header, is
+// application/json, with any parameters.
+func jsonContentType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return (err == nil || errors.Is(err, mime.ErrInvalidMediaParameter)) && mt == "application/json"
 }

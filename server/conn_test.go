@@ -171,3 +171,72 @@ func TestMaxConnections(t *testing.T) {
 		}
 	}
 }
+
+func TestLoopbackOnlyWithoutKey(t *testing.T) {
+	open, _ := scriptServer(t, nil)
+	keyed, _ := scriptServer(t, func(cfg *Config) { cfg.APIKey = "k3y" })
+	const chat = `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1,"think":false}`
+	const count = `{"model":"deepseek-v4-flash","messages":[{"role":"user","content":"hi"}]}`
+	json := "Content-Type: application/json\r\n"
+	for _, c := range []struct {
+		name   string
+		ts     *testServer
+		method string
+		path   string
+		host   string
+		header string // extra header lines
+		status int
+	}{
+		{"loopback address", open, "POST", "/v1/chat/completions", "127.0.0.1:8000", json, 200},
+		{"loopback /8", open, "POST", "/v1/chat/completions", "127.45.6.7", json, 200},
+		{"localhost", open, "POST", "/v1/chat/completions", "localhost:8000", json, 200},
+		{"LOCALHOST.", open, "POST", "/v1/chat/completions", "LOCALHOST.", json, 200},
+		{"IPv6 loopback", open, "POST", "/v1/chat/completions", "[::1]:8000", json, 200},
+		{"IPv6 loopback without port", open, "POST", "/v1/chat/completions", "[::1]", json, 200},
+		{"charset parameter", open, "POST", "/v1/chat/completions", "127.0.0.1", "Content-Type: application/json; charset=utf-8\r\n", 200},
+		{"upper-case type", open, "POST", "/v1/chat/completions", "127.0.0.1", "Content-Type: Application/JSON\r\n", 200},
+		{"count_tokens", open, "POST", "/v1/messages/count_tokens", "127.0.0.1", json, 200},
+		{"healthz", open, "GET", "/healthz", "localhost", "", 200},
+		{"models", open, "GET", "/v1/models", "127.0.0.1", "", 200},
+
+		{"foreign host", open, "POST", "/v1/chat/completions", "attacker.example:8000", json, 403},
+		{"loopback-looking name", open, "POST", "/v1/chat/completions", "127.0.0.1.attacker.example", json, 403},
+		{"localhost subdomain", open, "POST", "/v1/chat/completions", "localhost.attacker.example", json, 403},
+		{"private address", open, "POST", "/v1/chat/completions", "192.168.1.10:8000", json, 403},
+		{"unspecified address", open, "POST", "/v1/chat/completions", "0.0.0.0:8000", json, 403},
+		{"foreign host count_tokens", open, "POST", "/v1/messages/count_tokens", "attacker.example", json, 403},
+		{"foreign host models", open, "GET", "/v1/models", "attacker.example", "", 403},
+		{"foreign host metrics", open, "GET", "/metrics", "attacker.example", "", 403},
+		{"foreign host healthz", open, "GET", "/healthz", "attacker.example", "", 403},
+		{"foreign host preflight", open, "OPTIONS", "/v1/chat/completions", "attacker.example", "", 403},
+
+		{"text/plain", open, "POST", "/v1/chat/completions", "127.0.0.1", "Content-Type: text/plain\r\n", 415},
+		{"text/plain with charset", open, "POST", "/v1/messages", "127.0.0.1", "Content-Type: text/plain;charset=UTF-8\r\n", 415},
+		{"no content type", open, "POST", "/v1/chat/completions", "127.0.0.1", "", 415},
+		{"form", open, "POST", "/v1/completions", "127.0.0.1", "Content-Type: application/x-www-form-urlencoded\r\n", 415},
+		{"multipart", open, "POST", "/v1/responses", "127.0.0.1", "Content-Type: multipart/form-data; boundary=x\r\n", 415},
+		{"json look-alike", open, "POST", "/v1/chat/completions", "127.0.0.1", "Content-Type: application/jsonx\r\n", 415},
+		{"count_tokens text/plain", open, "POST", "/v1/messages/count_tokens", "127.0.0.1", "Content-Type: text/plain\r\n", 415},
+
+		{"key: foreign host", keyed, "POST", "/v1/chat/completions", "ds4.example:443", json + "Authorization: Bearer k3y\r\n", 200},
+		{"key: text/plain", keyed, "POST", "/v1/chat/completions", "127.0.0.1", "Content-Type: text/plain\r\nAuthorization: Bearer k3y\r\n", 200},
+		{"key: foreign host, no key", keyed, "POST", "/v1/chat/completions", "ds4.example", json, 401},
+	} {
+		body := ""
+		switch c.method {
+		case "POST":
+			body = chat
+			if strings.HasSuffix(c.path, "count_tokens") {
+				body = count
+			}
+			if c.path == "/v1/messages" {
+				body = `{"model":"deepseek-v4-flash","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`
+			}
+		}
+		head := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: %s\r\n%s", c.method, c.path, c.host, c.header)
+		status, b := rawRequest(t, addrOf(c.ts), head, body)
+		if status != c.status {
+			t.Errorf("%s: %d %s, want %d", c.name, status, b, c.status)
+		}
+	}
+}

@@ -88,6 +88,20 @@
 // reports ds4_connections_open, ds4_connections_max and
 // ds4_connections_refused_total.
 //
+// # Cross-site requests
+//
+// Without an API key (the loopback default) any web page the user opens
+// could otherwise drive the server: a text/plain or form POST needs no
+// CORS preflight, and DNS rebinding lets a page read the answers. So
+// without a key every request, /healthz and preflights included, must
+// carry a Host naming a loopback address — localhost, 127.0.0.0/8 or
+// [::1], any port; the listener is itself loopback without a key — or it
+// gets a 403 (code host_not_allowed), and every POST to an API endpoint
+// must have Content-Type application/json, parameters allowed, or it gets
+// a 415 (code unsupported_media_type): curl needs -H 'Content-Type:
+// application/json'. The official SDKs send both. With a key neither check
+// applies: a page cannot send the key.
+//
 // # Deviations from upstream
 //
 // Deliberate, for clients that must work unchanged:
@@ -153,6 +167,10 @@
 //     to hold control tokens exactly where the new prompt's template does
 //     (a disk checkpoint that does not is skipped: disk miss
 //     "special-mismatch");
+//   - requests must be complete within --read-timeout, connections are
+//     capped by --max-connections (see Connections), and without an API
+//     key non-loopback Host headers get 403 and non-JSON POSTs 415 (see
+//     Cross-site requests);
 //   - a stop-sequence hit keeps the live KV (only the protocol bindings are
 //     dropped): token and text prefix matching stay exact because they
 //     compare against what the KV really holds;

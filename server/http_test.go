@@ -220,7 +220,7 @@ func streamRequest(t *testing.T, url, path, body string) (net.Conn, *bufio.Reade
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body)
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body)
 	r := bufio.NewReader(conn)
 	status, err := r.ReadString('\n')
 	if err != nil || !strings.Contains(status, "200") {
@@ -263,7 +263,7 @@ func TestDisconnectCancelsGeneration(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+				fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 				for sess.decodes.Load() < 5 {
 					time.Sleep(time.Millisecond)
 				}
@@ -305,6 +305,7 @@ func TestQueuedClientLeaving(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"queued"}]}`))
+	req.Header.Set("Content-Type", "application/json")
 	done := make(chan error)
 	go func() {
 		resp, err := http.DefaultClient.Do(req)
@@ -340,6 +341,7 @@ func TestConcurrentClients(t *testing.T) {
 			path := []string{"/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/completions"}[i%4]
 			body := fmt.Sprintf(`{"messages":[{"role":"user","content":"client %d"}],"input":"client %d","prompt":"client %d","max_tokens":3,"max_output_tokens":3,"stream":%v}`, i, i, i, stream)
 			req, _ := http.NewRequest(http.MethodPost, ts.url+path, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				errs <- err

@@ -347,6 +347,10 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	path := r.URL.Path
 	a, generate := routes[path]
+	ea := a // the error shape of the checks before routing
+	if path == "/v1/messages/count_tokens" {
+		ea = apiMessages
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Printf("ds4-server: panic serving %s: %v\n%s", path, p, debug.Stack())
@@ -362,6 +366,11 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
 		h.Set("Access-Control-Allow-Headers", "*")
 	}
+	if s.cfg.APIKey == "" && !loopbackHost(r.Host) {
+		writeError(w, ea, &apiError{status: http.StatusForbidden, code: "host_not_allowed",
+			message: fmt.Sprintf("Host %q is not a loopback name: without an API key the server only answers requests addressed to localhost, 127.0.0.0/8 or [::1]", r.Host)})
+		return
+	}
 	if r.Method == http.MethodOptions {
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -373,6 +382,12 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	if !s.authorized(r) {
 		writeError(w, a, &apiError{status: http.StatusUnauthorized, message: "invalid or missing API key", code: "invalid_api_key"})
+		return
+	}
+	post := r.Method == http.MethodPost && (generate || path == "/v1/messages/count_tokens")
+	if post && s.cfg.APIKey == "" && !jsonContentType(r.Header.Get("Content-Type")) {
+		writeError(w, ea, &apiError{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type",
+			message: fmt.Sprintf("Content-Type %q is not application/json: without an API key the server only accepts JSON bodies", r.Header.Get("Content-Type"))})
 		return
 	}
 	switch {
