@@ -84,7 +84,8 @@
 // read to its end carries Connection: close. At most
 // Config.MaxConnections client connections (--max-connections, default
 // 256) are open at a time, idle keep-alive ones included; one more gets a
-// 503 (code too_many_connections, Retry-After: 1) and is closed. /metrics
+// 503 (code too_many_connections, Retry-After: 1) and is closed, or is
+// closed at once while as many refusals are already in progress. /metrics
 // reports ds4_connections_open, ds4_connections_max and
 // ds4_connections_refused_total.
 //
