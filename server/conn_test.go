@@ -240,3 +240,22 @@ func TestLoopbackOnlyWithoutKey(t *testing.T) {
 		}
 	}
 }
+
+// TestOversizeDeclaredBodyRefusedUnread sends only the headers of a
+// request whose Content-Length passes the body limit: the 413 comes at
+// once, without waiting for (or reading) the body, and the connection is
+// closed, long before the read timeout.
+func TestOversizeDeclaredBodyRefusedUnread(t *testing.T) {
+	const timeout = time.Minute
+	ts, _ := scriptServer(t, func(cfg *Config) { cfg.ReadTimeout = timeout; cfg.MaxBodyBytes = 1 << 20 })
+	conn := dial(t, addrOf(ts))
+	start := time.Now()
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", 1<<20+1)
+	raw, took := waitClosed(conn, start, timeout/2)
+	if took < 0 {
+		t.Fatalf("connection still open %v after the headers of an oversize body; read %q", timeout/2, raw)
+	}
+	if got := statusOf(raw); got != http.StatusRequestEntityTooLarge {
+		t.Errorf("status %d, want 413: %q", got, raw)
+	}
+}

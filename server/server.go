@@ -490,13 +490,17 @@ func writeJSON(w http.ResponseWriter, body []byte) {
 // readBody reads the request body within the size limit; the server's
 // read timeout bounds the time it may take.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+	tooLarge := &apiError{status: http.StatusRequestEntityTooLarge, message: fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodyBytes), code: "request_too_large"}
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		return nil, tooLarge // refused unread; the reply closes the connection
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		var ne net.Error
 		switch {
 		case errors.As(err, &mbe):
-			return nil, &apiError{status: http.StatusRequestEntityTooLarge, message: fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBodyBytes), code: "request_too_large"}
+			return nil, tooLarge
 		case errors.As(err, &ne) && ne.Timeout():
 			return nil, &apiError{status: http.StatusRequestTimeout, message: fmt.Sprintf("request body not received within the server's read timeout of %v", s.cfg.ReadTimeout), code: "request_timeout"}
 		}
