@@ -219,6 +219,10 @@ func TestAnthropicErrors(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || !strings.Contains(apiErr.RawJSON(), "authentication_error") {
 		t.Errorf("bad key: %v", err)
 	}
+	_, err = noKey.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: "deepseek-v4-flash", Messages: params.Messages})
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || !strings.Contains(apiErr.RawJSON(), `"type":"authentication_error"`) {
+		t.Errorf("count_tokens, bad key: %v", err)
+	}
 	c := anthropicClient(ts, option.WithAPIKey("sekret"))
 	params.Model = "claude-opus-4-5"
 	_, err = c.Messages.New(ctx, params)

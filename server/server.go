@@ -381,7 +381,7 @@ func (s *Server) serveHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.authorized(r) {
-		writeError(w, a, &apiError{status: http.StatusUnauthorized, message: "invalid or missing API key", code: "invalid_api_key"})
+		writeError(w, ea, &apiError{status: http.StatusUnauthorized, message: "invalid or missing API key", code: "invalid_api_key"})
 		return
 	}
 	post := r.Method == http.MethodPost && (generate || path == "/v1/messages/count_tokens")
