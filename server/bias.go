@@ -15,9 +15,9 @@ type logitBias struct {
 	bias float32
 }
 
-// decodeChoices reads the Chat Completions and Completions members "n"
-// and "logit_bias". A response holds one choice, so n must be 1 (400
-// otherwise). logit_bias maps token ids of this model's vocabulary, as
+// decodeChoices reads the Chat Completions and Completions members "n",
+// "best_of" (Completions) and "logit_bias". A response holds one choice,
+// so n and best_of must be 1 (400 otherwise). logit_bias maps token ids of this model's vocabulary, as
 // decimal strings, to a bias in [-100, 100] that is added to the token's
 // logit before each sampling step, as OpenAI documents.
 func (s *Server) decodeChoices(f fields, r *request) error {
@@ -25,6 +25,13 @@ func (s *Server) decodeChoices(f fields, r *request) error {
 		return err
 	} else if ok && n != 1 {
 		return fieldError("n", fmt.Sprintf("is %d; this server generates one choice per request, so n must be 1", n))
+	}
+	if r.api == apiCompletions {
+		if n, ok, err := f.integer("best_of", 1, maxIntField); err != nil {
+			return err
+		} else if ok && n != 1 {
+			return fieldError("best_of", fmt.Sprintf("is %d; this server generates one completion per request, so best_of must be 1", n))
+		}
 	}
 	o, ok, err := f.object("logit_bias")
 	if err != nil || !ok {

@@ -50,6 +50,8 @@ func TestChoicesRefused(t *testing.T) {
 		{"chat n=0", chat(func(p *openai.ChatCompletionNewParams) { p.N = openai.Int(0) }), "n", "between 1 and"},
 		{"completions n=1", completion(func(p *openai.CompletionNewParams) { p.N = openai.Int(1) }), "", ""},
 		{"completions n=3", completion(func(p *openai.CompletionNewParams) { p.N = openai.Int(3) }), "n", "n must be 1"},
+		{"completions best_of=1", completion(func(p *openai.CompletionNewParams) { p.BestOf = openai.Int(1) }), "", ""},
+		{"completions best_of=3", completion(func(p *openai.CompletionNewParams) { p.BestOf = openai.Int(3) }), "best_of", "best_of must be 1"},
 		{"chat logit_bias ok", chat(func(p *openai.ChatCompletionNewParams) { p.LogitBias = map[string]int64{"17": -100, "42": 100} }), "", ""},
 		{"chat logit_bias key", chat(func(p *openai.ChatCompletionNewParams) { p.LogitBias = map[string]int64{"hello": 1} }), "logit_bias", `key "hello"`},
 		{"chat logit_bias padded key", chat(func(p *openai.ChatCompletionNewParams) { p.LogitBias = map[string]int64{"017": 1} }), "logit_bias", `key "017"`},

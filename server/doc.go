@@ -186,8 +186,9 @@
 //     reasoning_content with empty content, an Anthropic thinking block,
 //     an incomplete Responses reasoning item (upstream returns it as
 //     content when not streaming);
-//   - on Chat Completions and Completions, n other than 1 is a 400 (a
-//     response holds one choice), and logit_bias is applied as OpenAI
+//   - on Chat Completions and Completions, n (and Completions' best_of)
+//     other than 1 is a 400 (a response holds one choice), and logit_bias
+//     is applied as OpenAI
 //     documents: at most 300 entries mapping token ids of this model's
 //     vocabulary (decimal strings) to a bias in [-100, 100] added to that
 //     token's logit before every sampling step, thinking and tool-call

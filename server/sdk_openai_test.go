@@ -67,6 +67,9 @@ func TestOpenAIModels(t *testing.T) {
 		if !strings.Contains(m.RawJSON(), `"tiny":true`) || !strings.Contains(m.RawJSON(), `"context_length":1024`) {
 			t.Errorf("model JSON does not report the tiny model and context: %s", m.RawJSON())
 		}
+		if !strings.Contains(m.RawJSON(), `"logit_bias"`) {
+			t.Errorf("supported_parameters lacks logit_bias, which the server applies: %s", m.RawJSON())
+		}
 	}
 	if strings.Join(ids, ",") != "deepseek-v4-flash,deepseek-v4-pro" {
 		t.Errorf("ids %v", ids)

@@ -434,7 +434,7 @@ func (s *Server) modelObject(id string) ordered {
 		{"context_length", s.ctx},
 		{"top_provider", ordered{{"context_length", s.ctx}, {"max_completion_tokens", maxc}, {"is_moderated", false}}},
 		{"supported_parameters", []string{"tools", "tool_choice", "max_tokens", "temperature", "top_p",
-			"top_k", "min_p", "stop", "seed", "stream", "reasoning_effort"}},
+			"top_k", "min_p", "stop", "seed", "stream", "reasoning_effort", "logit_bias", "logprobs", "top_logprobs"}},
 	}
 	if s.cfg.Tiny {
 		o = append(o, field{"tiny", true}, field{"description", "embedded tiny synthetic model (random weights, gibberish output): no -m given"})
