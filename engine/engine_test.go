@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ds4-go/ds4/backends/cpu"
-	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/synth"
 	"github.com/ds4-go/ds4/engine/tokenizer"
+	"github.com/ds4-go/ds4/gguf"
 )
 
 var tables = sync.OnceValues(tokenizer.DeepSeekV4)

@@ -3,7 +3,7 @@ package engine
 import (
 	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/engine/layout"
-	"github.com/ds4-go/ds4/engine/mmap"
+	"github.com/ds4-go/ds4/internal/mmap"
 )
 
 // scratch holds the per-chunk buffers of the forward pass, sized for n

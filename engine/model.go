@@ -8,8 +8,8 @@ import (
 	"math"
 
 	"github.com/ds4-go/ds4/backends"
-	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/quant"
 )
 

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/synth"
+	"github.com/ds4-go/ds4/gguf"
 )
 
 // Open maps the DS4 GGUF at path and binds it; Close the model's File when

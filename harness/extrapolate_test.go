@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/synth"
+	"github.com/ds4-go/ds4/gguf"
 )
 
 // tinyTraffic returns the decode traffic of a tiny model of n layers with

@@ -5,7 +5,7 @@ package harness
 import (
 	"errors"
 
-	"github.com/ds4-go/ds4/engine/gguf"
+	"github.com/ds4-go/ds4/gguf"
 )
 
 // LockWeights is not available on this system: it returns an error.

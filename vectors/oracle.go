@@ -10,8 +10,8 @@ import (
 	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/checkpoint"
-	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/gguf"
 )
 
 // OracleCase is a directory of reference outputs from DeepSeek's reference

@@ -13,7 +13,7 @@ import (
 
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
-	"github.com/ds4-go/ds4/engine/gguf"
+	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/harness"
 	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/progress"

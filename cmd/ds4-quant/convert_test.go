@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ds4-go/ds4/engine/gguf"
+	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/quant"
 )
 

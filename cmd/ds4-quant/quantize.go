@@ -12,8 +12,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/ds4-go/ds4/engine/checkpoint"
-	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/progress"
 	"github.com/ds4-go/ds4/quant"

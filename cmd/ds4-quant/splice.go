@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/splice"
+	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/progress"
 	"github.com/ds4-go/ds4/quant"

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/quant"
 )
 

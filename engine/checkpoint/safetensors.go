@@ -18,7 +18,7 @@ import (
 	"slices"
 	"unicode/utf8"
 
-	"github.com/ds4-go/ds4/engine/mmap"
+	"github.com/ds4-go/ds4/internal/mmap"
 )
 
 // Hardening limits of the safetensors reader.

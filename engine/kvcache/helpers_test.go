@@ -14,11 +14,11 @@ import (
 	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
-	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/prompt"
 	"github.com/ds4-go/ds4/engine/synth"
 	"github.com/ds4-go/ds4/engine/tokenizer"
+	"github.com/ds4-go/ds4/gguf"
 )
 
 // testModel is a four-layer tiny model (ratios 0, 0, 4, 8; window 16)

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/engine/tokenizer"
+	"github.com/ds4-go/ds4/gguf"
 )
 
 // Report is the outcome of checking a file against the DS4 layout.

@@ -9,7 +9,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/ds4-go/ds4/engine/gguf"
+	"github.com/ds4-go/ds4/gguf"
 )
 
 // Arch is the general.architecture of DS4 files and the metadata key prefix.

@@ -1,8 +1,8 @@
 package layout
 
 import (
-	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/engine/tokenizer"
+	"github.com/ds4-go/ds4/gguf"
 )
 
 // TokenizerKV returns the tokenizer metadata DS4 files carry: the GPT-2

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ds4-go/ds4/engine/gguf"
+	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/quant"
 )
 

@@ -14,9 +14,9 @@ import (
 	"strings"
 
 	"github.com/ds4-go/ds4/atomicfile"
-	"github.com/ds4-go/ds4/engine/gguf"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/tokenizer"
+	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/quant"
 )
 

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"unsafe"
 
-	"github.com/ds4-go/ds4/engine/mmap"
+	"github.com/ds4-go/ds4/internal/mmap"
 	"github.com/ds4-go/ds4/quant"
 )
 
