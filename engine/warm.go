@@ -3,7 +3,7 @@ package engine
 import (
 	"io"
 
-	"github.com/ds4-go/ds4/progress"
+	"github.com/ds4-go/ds4/internal/progress"
 )
 
 // WarmWeights reads every page of the model's tensor data, so that no

@@ -15,7 +15,7 @@ import (
 
 	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/engine"
-	"github.com/ds4-go/ds4/progress"
+	"github.com/ds4-go/ds4/internal/progress"
 	"github.com/ds4-go/ds4/quant"
 )
 

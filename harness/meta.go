@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/ds4-go/ds4/engine"
-	"github.com/ds4-go/ds4/progress"
+	"github.com/ds4-go/ds4/internal/progress"
 )
 
 // RunMeta describes one run: what was measured, on what, with what. Every

@@ -10,7 +10,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/ds4-go/ds4/atomicfile"
+	"github.com/ds4-go/ds4/internal/atomicfile"
 )
 
 // Partition is one level of a hive-style directory: Key=Value.

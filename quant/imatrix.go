@@ -10,7 +10,7 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/ds4-go/ds4/atomicfile"
+	"github.com/ds4-go/ds4/internal/atomicfile"
 )
 
 // Imatrix is a llama.cpp legacy importance matrix (spec/harness.md §7.3).

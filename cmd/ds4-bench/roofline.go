@@ -16,7 +16,7 @@ import (
 	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/harness"
 	"github.com/ds4-go/ds4/internal/cli"
-	"github.com/ds4-go/ds4/progress"
+	"github.com/ds4-go/ds4/internal/progress"
 )
 
 const rooflineUsage = `Usage: ds4-bench roofline [-m MODEL] [options]

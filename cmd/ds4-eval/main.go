@@ -45,7 +45,7 @@ import (
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/harness"
 	"github.com/ds4-go/ds4/internal/cli"
-	"github.com/ds4-go/ds4/progress"
+	"github.com/ds4-go/ds4/internal/progress"
 )
 
 func main() {

@@ -15,7 +15,7 @@ import (
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/internal/cli"
-	"github.com/ds4-go/ds4/progress"
+	"github.com/ds4-go/ds4/internal/progress"
 	"github.com/ds4-go/ds4/quant"
 )
 

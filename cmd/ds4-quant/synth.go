@@ -11,7 +11,7 @@ import (
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/synth"
 	"github.com/ds4-go/ds4/internal/cli"
-	"github.com/ds4-go/ds4/progress"
+	"github.com/ds4-go/ds4/internal/progress"
 )
 
 func runSynth(args []string, stdout, stderr io.Writer) error {

@@ -13,7 +13,7 @@ import (
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/harness"
 	"github.com/ds4-go/ds4/internal/cli"
-	"github.com/ds4-go/ds4/progress"
+	"github.com/ds4-go/ds4/internal/progress"
 )
 
 // perplexityPrefix is the number of tokens evaluated before scoring

@@ -7,7 +7,7 @@ import (
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/harness"
-	"github.com/ds4-go/ds4/progress"
+	"github.com/ds4-go/ds4/internal/progress"
 )
 
 // prefillStep is the number of tokens handed to the session at a time

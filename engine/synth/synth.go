@@ -13,10 +13,10 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/ds4-go/ds4/atomicfile"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/gguf"
+	"github.com/ds4-go/ds4/internal/atomicfile"
 	"github.com/ds4-go/ds4/quant"
 )
 
