@@ -6,8 +6,8 @@ import (
 	"math"
 
 	"github.com/ds4-go/ds4/backends"
+	"github.com/ds4-go/ds4/convert/checkpoint"
 	"github.com/ds4-go/ds4/engine"
-	"github.com/ds4-go/ds4/engine/checkpoint"
 	"github.com/ds4-go/ds4/quant"
 	"github.com/ds4-go/ds4/vectors"
 )

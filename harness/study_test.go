@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ds4-go/ds4/backends/cpu"
-	"github.com/ds4-go/ds4/engine/checkpoint"
+	"github.com/ds4-go/ds4/convert/checkpoint"
 	"github.com/ds4-go/ds4/vectors"
 )
 

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 
 	"github.com/ds4-go/ds4/backends"
+	"github.com/ds4-go/ds4/convert/checkpoint"
 	"github.com/ds4-go/ds4/engine"
-	"github.com/ds4-go/ds4/engine/checkpoint"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/gguf"
 )

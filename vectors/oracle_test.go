@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ds4-go/ds4/backends/cpu"
-	"github.com/ds4-go/ds4/engine/checkpoint"
+	"github.com/ds4-go/ds4/convert/checkpoint"
 )
 
 var oracleCases = []string{"tiny_w16_r16", "flash_ratios_s300", "hd192_w8_r32"}

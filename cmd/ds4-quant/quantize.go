@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
-	"github.com/ds4-go/ds4/engine/checkpoint"
+	"github.com/ds4-go/ds4/convert/checkpoint"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/internal/cli"

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/ds4-go/ds4/convert/splice"
 	"github.com/ds4-go/ds4/engine/layout"
-	"github.com/ds4-go/ds4/engine/splice"
 	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/internal/progress"
