@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/ds4-go/ds4/backends"
-	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/gguf"
+	"github.com/ds4-go/ds4/harness/probe"
 	"github.com/ds4-go/ds4/quant"
 )
 
@@ -56,7 +56,7 @@ func (c *MachineConfig) normalize() error {
 	if c.Trials == 0 {
 		c.Trials = 3
 	}
-	if c.BufferBytes < int64(cpu.ReadSumAlign)*int64(c.Threads) || c.Threads < 0 || c.MinTime < 0 || c.Trials < 0 {
+	if c.BufferBytes < int64(probe.ReadSumAlign)*int64(c.Threads) || c.Threads < 0 || c.MinTime < 0 || c.Trials < 0 {
 		return fmt.Errorf("harness: roofline: bad probe settings %+v", *c)
 	}
 	return nil
@@ -77,11 +77,11 @@ func MeasureMachine(ctx context.Context, cfg MachineConfig, step func(string)) (
 
 // computeProbes returns the probes of the arithmetic peaks, which raise
 // mc's figures.
-func computeProbes(cfg MachineConfig, mc *Machine) []probe {
+func computeProbes(cfg MachineConfig, mc *Machine) []machineProbe {
 	fma := func(threads int) (float64, time.Duration) {
-		return loopProbe(threads, cfg.MinTime, cpu.FMAFlopsPerIter, func(n int) { runtime.KeepAlive(cpu.FMALoop(n)) })
+		return loopProbe(threads, cfg.MinTime, probe.FMAFlopsPerIter, func(n int) { runtime.KeepAlive(probe.FMALoop(n)) })
 	}
-	return append([]probe{
+	return append([]machineProbe{
 		{"float32 FMA, 1 thread", &mc.FMAGflops1, 1, fma},
 		{fmt.Sprintf("float32 FMA, %d threads", cfg.Threads), &mc.FMAGflopsAll, cfg.Threads, fma},
 	}, dotProbes(cfg, mc, true)...)
@@ -100,23 +100,23 @@ type dotProbe struct {
 // figures: the AVX2 int8 and Q8_0 mixes and, where the CPU has it, the
 // AVX-512 VNNI dot, each with all threads, after one thread when single
 // is set.
-func dotProbes(cfg MachineConfig, mc *Machine, single bool) []probe {
+func dotProbes(cfg MachineConfig, mc *Machine, single bool) []machineProbe {
 	kinds := []dotProbe{
-		{"int8 dot", &mc.Int8Gops1, &mc.Int8GopsAll, cpu.DotI8OpsPerIter, cpu.DotI8Loop},
-		{"int8 Q8_0 dot", &mc.Q8_0Gops1, &mc.Q8_0GopsAll, cpu.DotQ8_0OpsPerIter, cpu.DotQ8_0Loop},
+		{"int8 dot", &mc.Int8Gops1, &mc.Int8GopsAll, probe.DotI8OpsPerIter, probe.DotI8Loop},
+		{"int8 Q8_0 dot", &mc.Q8_0Gops1, &mc.Q8_0GopsAll, probe.DotQ8_0OpsPerIter, probe.DotQ8_0Loop},
 	}
-	if cpu.HasVNNI() {
-		kinds = append(kinds, dotProbe{"int8 VNNI dot", &mc.VNNIGops1, &mc.VNNIGopsAll, cpu.DotVNNIOpsPerIter, cpu.DotVNNILoop})
+	if probe.HasVNNI() {
+		kinds = append(kinds, dotProbe{"int8 VNNI dot", &mc.VNNIGops1, &mc.VNNIGopsAll, probe.DotVNNIOpsPerIter, probe.DotVNNILoop})
 	}
-	var probes []probe
+	var probes []machineProbe
 	for _, k := range kinds {
 		run := func(threads int) (float64, time.Duration) {
 			return loopProbe(threads, cfg.MinTime, k.perIter, func(n int) { runtime.KeepAlive(k.loop(n)) })
 		}
 		if single {
-			probes = append(probes, probe{k.name + ", 1 thread", k.one, 1, run})
+			probes = append(probes, machineProbe{k.name + ", 1 thread", k.one, 1, run})
 		}
-		probes = append(probes, probe{fmt.Sprintf("%s, %d threads", k.name, cfg.Threads), k.all, cfg.Threads, run})
+		probes = append(probes, machineProbe{fmt.Sprintf("%s, %d threads", k.name, cfg.Threads), k.all, cfg.Threads, run})
 	}
 	return probes
 }
@@ -147,10 +147,10 @@ func ReprobeCompute(ctx context.Context, cfg MachineConfig, mc *Machine, step fu
 	return runProbes(ctx, cfg, computeProbes(cfg, mc), step)
 }
 
-// probe is one of MeasureMachine's measurements: run returns the units
+// machineProbe is one of MeasureMachine's measurements: run returns the units
 // of work done and the time taken, whose best rate over the trials goes
 // to out in G units per second.
-type probe struct {
+type machineProbe struct {
 	name    string
 	out     *float64
 	threads int
@@ -159,7 +159,7 @@ type probe struct {
 
 // runProbes runs each probe cfg.Trials times, telling step (when not nil)
 // each probe's name.
-func runProbes(ctx context.Context, cfg MachineConfig, probes []probe, step func(string)) error {
+func runProbes(ctx context.Context, cfg MachineConfig, probes []machineProbe, step func(string)) error {
 	for _, p := range probes {
 		if step != nil {
 			step(p.name)
@@ -182,7 +182,7 @@ func probeRead(ctx context.Context, cfg MachineConfig, mc *Machine, step func(st
 	read := func(threads int) (float64, time.Duration) {
 		return readProbe(buf, threads, cfg.MinTime)
 	}
-	return runProbes(ctx, cfg, []probe{
+	return runProbes(ctx, cfg, []machineProbe{
 		{"read bandwidth, 1 thread", &mc.ReadGBs1, 1, read},
 		{fmt.Sprintf("read bandwidth, %d threads", cfg.Threads), &mc.ReadGBsAll, cfg.Threads, read},
 	}, step)
@@ -193,11 +193,11 @@ func probeRead(ctx context.Context, cfg MachineConfig, mc *Machine, step func(st
 func readProbe(buf []byte, threads int, minTime time.Duration) (float64, time.Duration) {
 	pass := func(passes int) time.Duration {
 		start := time.Now()
-		parallelRange(threads, len(buf)/cpu.ReadSumAlign, func(lo, hi int) {
-			part := buf[lo*cpu.ReadSumAlign : hi*cpu.ReadSumAlign]
+		parallelRange(threads, len(buf)/probe.ReadSumAlign, func(lo, hi int) {
+			part := buf[lo*probe.ReadSumAlign : hi*probe.ReadSumAlign]
 			var s uint64
 			for range passes {
-				s += cpu.ReadSum(part)
+				s += probe.ReadSum(part)
 			}
 			runtime.KeepAlive(s)
 		})

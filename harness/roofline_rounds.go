@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/ds4-go/ds4/backends"
-	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/harness/probe"
 )
 
 // DecodeRound is one round of MeasureDecodeRounds: the all-threads read
@@ -54,11 +54,11 @@ func MeasureDecodeRounds(ctx context.Context, m *engine.Model, be backends.Backe
 		return nil, err
 	}
 	buf := probeBuffer(cfg)
-	probe := func() float64 {
+	readGBs := func() float64 {
 		bytes, el := readProbe(buf, cfg.Threads, cfg.MinTime)
 		return bytes / el.Seconds() / 1e9
 	}
-	before := probe()
+	before := readGBs()
 	out := make([]DecodeRound, rounds)
 	for i := range out {
 		// As in MeasureSpeed, untimed steps come first: the probe's
@@ -72,7 +72,7 @@ func MeasureDecodeRounds(ctx context.Context, m *engine.Model, be backends.Backe
 			return nil, err
 		}
 		tps := float64(steps) / time.Since(start).Seconds()
-		after := probe()
+		after := readGBs()
 		out[i] = DecodeRound{ReadGBs: max(before, after), DecodeTPS: tps}
 		before = after
 	}
@@ -219,7 +219,7 @@ func MeasurePrefillRounds(ctx context.Context, m *engine.Model, be backends.Back
 // page written: untouched pages all map the kernel's zero page, and
 // reading them would measure the cache.
 func probeBuffer(cfg MachineConfig) []byte {
-	buf := make([]byte, cfg.BufferBytes/cpu.ReadSumAlign*cpu.ReadSumAlign)
+	buf := make([]byte, cfg.BufferBytes/probe.ReadSumAlign*probe.ReadSumAlign)
 	parallelRange(cfg.Threads, len(buf), func(lo, hi int) {
 		for i := lo; i < hi; i += 64 {
 			buf[i] = byte(i >> 6)

@@ -12,6 +12,7 @@ import (
 	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/harness/probe"
 	"github.com/ds4-go/ds4/quant"
 )
 
@@ -231,7 +232,7 @@ func TestReprobeCompute(t *testing.T) {
 	}
 	want := []string{"float32 FMA, 1 thread", "float32 FMA, 2 threads", "int8 dot, 1 thread", "int8 dot, 2 threads",
 		"int8 Q8_0 dot, 1 thread", "int8 Q8_0 dot, 2 threads"}
-	if cpu.HasVNNI() {
+	if probe.HasVNNI() {
 		want = append(want, "int8 VNNI dot, 1 thread", "int8 VNNI dot, 2 threads")
 	}
 	if !slices.Equal(steps, want) {
@@ -275,7 +276,7 @@ func TestMeasureMachine(t *testing.T) {
 	}
 	rates := map[string]float64{"read 1": mc.ReadGBs1, "read all": mc.ReadGBsAll, "fma 1": mc.FMAGflops1,
 		"fma all": mc.FMAGflopsAll, "int8 1": mc.Int8Gops1, "int8 all": mc.Int8GopsAll, "q8_0 1": mc.Q8_0Gops1, "q8_0 all": mc.Q8_0GopsAll}
-	if cpu.HasVNNI() {
+	if probe.HasVNNI() {
 		rates["vnni 1"], rates["vnni all"] = mc.VNNIGops1, mc.VNNIGopsAll
 	} else if mc.VNNIGops1 != 0 || mc.VNNIGopsAll != 0 {
 		t.Errorf("VNNI peaks %v, %v on a machine without VNNI", mc.VNNIGops1, mc.VNNIGopsAll)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ds4-go/ds4/backends"
+	"github.com/ds4-go/ds4/harness/probe"
 	"github.com/ds4-go/ds4/quant"
 )
 
@@ -82,7 +83,7 @@ func BenchmarkMatVecSplit(b *testing.B) {
 		sums := make([]uint64, workers)
 		t := backends.TaskFunc(func(i int) {
 			n := len(big.Data) / workers
-			sums[i] = ReadSum(big.Data[i*n : (i+1)*n])
+			sums[i] = probe.ReadSum(big.Data[i*n : (i+1)*n])
 		})
 		be := New(workers)
 		defer be.Close()

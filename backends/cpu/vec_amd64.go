@@ -4,6 +4,10 @@ package cpu
 
 import "golang.org/x/sys/cpu"
 
+// hasAVX2 reports whether the AVX2/FMA loops of this package's assembly
+// can run.
+var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
 // hasAVX512 reports whether the AVX-512 loops of vec_amd64.s can run
 // (they use the 16 upper YMM registers, hence VL).
 var hasAVX512 = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL

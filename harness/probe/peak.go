@@ -1,11 +1,12 @@
-package cpu
-
-// The probes below measure what the machine can do at best: ReadSum streams
-// memory as fast as loads retire, FMALoop, DotI8Loop and DotQ8_0Loop run
-// the instruction mixes of the dot kernels (float32 FMA, the int8 multiply
-// and widening adds of the Q8_K dots, and those of the Q8_0 dots, which on
-// AVX2 also move signs) with enough independent chains to hide their
-// latency. harness.MeasureMachine times them.
+// Package probe holds the roofline's measurement probes, which measure what
+// the machine can do at best: ReadSum streams memory as fast as loads
+// retire, FMALoop, DotI8Loop and DotQ8_0Loop run the instruction mixes of
+// the CPU backend's dot kernels (float32 FMA, the int8 multiply and
+// widening adds of the Q8_K dots, and those of the Q8_0 dots, which on AVX2
+// also move signs) with enough independent chains to hide their latency,
+// and DotVNNILoop runs the AVX-512 VNNI int8 dot. harness.MeasureMachine
+// times them.
+package probe
 
 // ReadSumAlign is the granularity of ReadSum: it reads len(b) rounded down
 // to a multiple of it.

@@ -1,6 +1,6 @@
 //go:build !amd64 || purego
 
-package cpu
+package probe
 
 func readSum(b []byte) uint64 { return readSumGo(b) }
 

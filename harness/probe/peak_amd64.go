@@ -1,6 +1,6 @@
 //go:build amd64 && !purego
 
-package cpu
+package probe
 
 import "golang.org/x/sys/cpu"
 

@@ -1,12 +1,13 @@
-package cpu
+package probe
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"testing"
 )
 
 func TestReadSum(t *testing.T) {
-	r := newRand(7)
+	r := rand.New(rand.NewPCG(7, 0x5eed))
 	buf := make([]byte, 1<<16+77)
 	for i := range buf {
 		buf[i] = byte(r.Uint64())
