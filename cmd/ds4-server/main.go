@@ -41,7 +41,6 @@ import (
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/kvcache"
-	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/quant"
@@ -133,15 +132,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if err != nil {
 		return nil, err
 	}
-	if maxCtx := layout.Flash().ContextLength; o.ctx > maxCtx {
-		return nil, cli.FlagError(fs, "ctx", "must be at most %d, the DS4 context length", maxCtx)
+	if err := cli.Context(fs, "ctx", o.ctx); err != nil {
+		return nil, err
 	}
 	for _, c := range []struct {
 		name string
 		bad  bool
 		want string
 	}{
-		{"ctx", o.ctx < 2, "must be at least 2 (one prompt token and one generated token)"},
 		{"tokens", o.tokens <= 0, "must be at least 1"},
 		{"threads", o.threads < 0, "must be at least 0 (0: one thread per CPU)"},
 		{"port", o.port < 0 || o.port > 65535, "must be in [0, 65535]"},

@@ -32,7 +32,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ds4-go/ds4/engine"
-	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/internal/cli"
 )
@@ -108,12 +107,10 @@ func parse(fs *pflag.FlagSet, args []string) error {
 // checkCommon checks the model, context and thread flags shared by the
 // subcommands before anything is loaded.
 func checkCommon(fs *pflag.FlagSet, model string, ctx, threads int) error {
-	switch max := layout.Flash().ContextLength; {
-	case ctx < 2:
-		return cli.FlagError(fs, "ctx", "must be at least 2 (one prompt token and one generated token)")
-	case ctx > max:
-		return cli.FlagError(fs, "ctx", "must be at most %d, the DS4 context length", max)
-	case threads < 0:
+	if err := cli.Context(fs, "ctx", ctx); err != nil {
+		return err
+	}
+	if threads < 0 {
 		return cli.FlagError(fs, "threads", "must be at least 0 (0: one thread per CPU)")
 	}
 	return cli.InputFile("model", model)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
-	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/prompt"
 	"github.com/ds4-go/ds4/engine/sample"
 	"github.com/ds4-go/ds4/engine/tokenizer"
@@ -209,10 +208,6 @@ func (g *genFlags) sampler() *sample.Sampler {
 	return sample.New(params)
 }
 
-// minContext is the smallest --ctx that generates anything: one prompt
-// token and one generated token.
-const minContext = 2
-
 // validate checks the flags of generation, naming the flag and the value
 // at fault, before anything is loaded.
 func (g *genFlags) validate(fs *pflag.FlagSet) error {
@@ -231,16 +226,14 @@ func (g *genFlags) validate(fs *pflag.FlagSet) error {
 	if n > 1 {
 		return errors.New("--think, --think-max and --nothink exclude each other")
 	}
-	// No DS4 model takes more than Flash's context; a model's own may be
-	// smaller, which openModel checks.
-	maxContext := layout.Flash().ContextLength
-	switch {
-	case g.tokens <= 0:
+	if g.tokens <= 0 {
 		return cli.FlagError(fs, "tokens", "must be at least 1")
-	case g.ctx < minContext:
-		return cli.FlagError(fs, "ctx", "must be at least %d (one prompt token and one generated token)", minContext)
-	case g.ctx > maxContext:
-		return cli.FlagError(fs, "ctx", "must be at most %d, the DS4 context length", maxContext)
+	}
+	// A model's own context, which may be smaller, openModel checks.
+	if err := cli.Context(fs, "ctx", g.ctx); err != nil {
+		return err
+	}
+	switch {
 	case g.threads < 0:
 		return cli.FlagError(fs, "threads", "must be at least 0 (0: one thread per CPU)")
 	case !(g.temp >= 0 && g.temp <= sample.MaxTemperature):

@@ -20,6 +20,7 @@ import (
 	"github.com/ds4-go/ds4/engine/prompt"
 	"github.com/ds4-go/ds4/engine/sample"
 	"github.com/ds4-go/ds4/engine/tokenizer"
+	"github.com/ds4-go/ds4/internal/cli"
 )
 
 const replHelp = `Commands:
@@ -241,8 +242,8 @@ func (r *repl) command(line string) bool {
 // buffers are estimated or allocated.
 func (r *repl) checkContext(n int) error {
 	switch max := r.m.Params.ContextLength; {
-	case n < minContext:
-		return fmt.Errorf("/ctx %d: must be at least %d (one prompt token and one generated token)", n, minContext)
+	case n < cli.MinContext:
+		return fmt.Errorf("/ctx %d: must be at least %d (one prompt token and one generated token)", n, cli.MinContext)
 	case max > 0 && n > max:
 		return fmt.Errorf("/ctx %d: must be at most %d, the model's context length", n, max)
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/ds4-go/ds4/engine/layout"
 )
 
 // Parse parses args with fs after Normalize has rewritten upstream's
@@ -84,6 +86,23 @@ func FlagError(fs *pflag.FlagSet, name, format string, args ...any) error {
 		v = f.Value.String()
 	}
 	return fmt.Errorf("--%s %s: %s", name, quote(v), fmt.Sprintf(format, args...))
+}
+
+// MinContext is the smallest context that generates anything: one prompt
+// token and one generated token.
+const MinContext = 2
+
+// Context checks v, the value of the context-size flag --name of fs: from
+// MinContext to the DS4 context length (a model's own, which may be
+// smaller, is checked once it is open).
+func Context(fs *pflag.FlagSet, name string, v int) error {
+	switch max := layout.Flash().ContextLength; {
+	case v < MinContext:
+		return FlagError(fs, name, "must be at least %d (one prompt token and one generated token)", MinContext)
+	case v > max:
+		return FlagError(fs, name, "must be at most %d, the DS4 context length", max)
+	}
+	return nil
 }
 
 // quote returns v as written on a command line, quoted when it is empty or

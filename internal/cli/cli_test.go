@@ -2,9 +2,11 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -217,5 +219,27 @@ func TestCreatePrivate(t *testing.T) {
 	}
 	if _, err := CreatePrivate(filepath.Join(dir, "no", "x")); err == nil {
 		t.Error("no error for a missing directory")
+	}
+}
+
+func TestContext(t *testing.T) {
+	for _, c := range []struct {
+		v    int
+		want string // "" for no error
+	}{
+		{MinContext - 1, "--ctx 1: must be at least 2 (one prompt token and one generated token)"},
+		{MinContext, ""},
+		{1 << 20, ""},
+		{1<<20 + 1, "--ctx 1048577: must be at most 1048576, the DS4 context length"},
+	} {
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		fs.Int("ctx", 0, "")
+		if err := fs.Set("ctx", strconv.Itoa(c.v)); err != nil {
+			t.Fatal(err)
+		}
+		err := Context(fs, "ctx", c.v)
+		if got := fmt.Sprint(err); (err == nil) != (c.want == "") || err != nil && got != c.want {
+			t.Errorf("Context(%d) = %v, want %q", c.v, err, c.want)
+		}
 	}
 }
