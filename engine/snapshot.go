@@ -47,15 +47,9 @@ func (s *Session) Restore(snap *Snapshot) error {
 	copy(s.logits, snap.logits)
 	for i := range s.layers {
 		dst, src := &s.layers[i], &snap.layers[i]
-		copy(dst.raw, src.raw)
 		copy(dst.comp, src.comp)
-		copy(dst.skv, src.skv)
-		copy(dst.ssc, src.ssc)
 		copy(dst.icomp, src.icomp)
-		copy(dst.iskv, src.iskv)
-		copy(dst.issc, src.issc)
-		dst.rawStart, dst.rawLen = src.rawStart, src.rawLen
-		dst.compLen, dst.icompLen = src.compLen, src.icompLen
+		copyFrontier(dst, src)
 	}
 	return nil
 }
