@@ -12,7 +12,6 @@ import (
 	"github.com/ds4-go/ds4/engine/dsml"
 	"github.com/ds4-go/ds4/engine/prompt"
 	"github.com/ds4-go/ds4/engine/sample"
-	"github.com/ds4-go/ds4/engine/tokenizer"
 )
 
 // This file implements forced tool choice ("required" or a named function
@@ -775,28 +774,6 @@ func (st *fstate) appendJSONClosing(dst []byte) []byte {
 	return append(dst, paramClose...)
 }
 
-// vocabBytes is the text of every token, for masking without copies.
-type vocabBytes struct {
-	text []byte
-	off  []int32
-}
-
-func newVocabBytes(t *tokenizer.Tokenizer) *vocabBytes {
-	v := &vocabBytes{off: make([]int32, 1, t.VocabSize()+1)}
-	for id := 0; id < t.VocabSize(); id++ {
-		v.text = append(v.text, t.TokenBytes(id)...)
-		v.off = append(v.off, int32(len(v.text)))
-	}
-	return v
-}
-
-func (v *vocabBytes) token(id int) []byte {
-	if id < 0 || id+1 >= len(v.off) {
-		return nil
-	}
-	return v.text[v.off[id]:v.off[id+1]]
-}
-
 // forcer drives the decoding of a forced turn.
 type forcer struct {
 	s      *Server
@@ -813,9 +790,6 @@ func newForcer(g *gen) *forcer {
 	f := g.r.force
 	if f == nil {
 		return nil
-	}
-	if g.s.vocab == nil {
-		g.s.vocab = newVocabBytes(g.s.tok)
 	}
 	names, acts := nameCands(f.tools)
 	fc := &forcer{s: g.s, st: newFState(f, names, acts, g.thinking), seg: map[string]int{}}
@@ -943,7 +917,7 @@ func (f *forcer) feedToken(st *fstate, id int) bool {
 	if id == f.s.eos {
 		return false
 	}
-	b := f.s.vocab.token(id)
+	b := f.s.tok.TokenText(id)
 	if len(b) == 0 {
 		return false
 	}
@@ -975,7 +949,7 @@ func (f *forcer) mask(logits []float32) {
 	// '<' unchanged.
 	plain := f.st.ph == phRaw && f.st.k == 0
 	for id := range f.masked {
-		b := f.s.vocab.token(id)
+		b := f.s.tok.TokenText(id)
 		if len(b) == 0 || !first[b[0]] || id == f.s.eos {
 			f.masked[id] = inf
 			continue

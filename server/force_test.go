@@ -89,7 +89,7 @@ func TestForceNameMask(t *testing.T) {
 	targets := []string{"weather\">\n", "time\">\n"}
 	allowed := 0
 	for id, l := range fc.masked {
-		b := string(ts.vocab.token(id))
+		b := string(ts.tok.TokenText(id))
 		got := !math.IsInf(float64(l), -1)
 		prefix := slices.ContainsFunc(targets, func(s string) bool { return strings.HasPrefix(s, b) })
 		longer := slices.ContainsFunc(targets, func(s string) bool { return strings.HasPrefix(b, s) })

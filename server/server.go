@@ -170,7 +170,6 @@ type Server struct {
 	closed atomic.Bool
 	wg     sync.WaitGroup // the worker
 	start  time.Time
-	vocab  *vocabBytes // token texts for forced tool choice, built on first use by the worker
 
 	maxTokenBytes int           // the longest token's length in bytes
 	large         chan struct{} // large-request slots (a semaphore)

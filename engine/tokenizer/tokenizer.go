@@ -203,6 +203,11 @@ func (t *Tokenizer) tokenBytes(id int) []byte {
 	return t.text[t.textOff[id]:t.textOff[id+1]:t.textOff[id+1]]
 }
 
+// TokenText returns the raw bytes of one token without copying them, or
+// nil for an out-of-range id; the caller must not modify them (appending
+// to them copies).
+func (t *Tokenizer) TokenText(id int) []byte { return t.tokenBytes(id) }
+
 // TokenBytes returns a copy of the raw bytes of one token, or nil for an
 // out-of-range id.
 func (t *Tokenizer) TokenBytes(id int) []byte {

@@ -172,6 +172,12 @@ func TestTokenBytes(t *testing.T) {
 	require.Equal(t, "x", string(b))
 	b[0] = 'y' // a copy: the tokenizer is unaffected
 	require.Equal(t, "x", string(tk.TokenBytes(90)))
+	require.Nil(t, tk.TokenText(-1))
+	require.Nil(t, tk.TokenText(tk.VocabSize()))
+	v := tk.TokenText(90)
+	require.Equal(t, "x", string(v))
+	require.Equal(t, "xz", string(append(v, 'z'))) // appending copies
+	require.Equal(t, "x", string(tk.TokenText(90)))
 
 	// Every single-byte token decodes to its byte.
 	enc := byteEncoder()
