@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/ds4-go/ds4/engine/dsml"
 	"github.com/ds4-go/ds4/engine/prompt"
@@ -183,7 +184,7 @@ func forceTools(tools []prompt.Tool) []forceTool {
 			_ = json.Unmarshal(prop.Type, &typ)
 			ft.params = append(ft.params, forceParam{name: name, json: typ != "string", kind: jsonKinds[typ]})
 		}
-		slices.SortFunc(ft.params, func(a, b forceParam) int { return cmpString(a.name, b.name) })
+		slices.SortFunc(ft.params, func(a, b forceParam) int { return strings.Compare(a.name, b.name) })
 		ft.params = ft.params[:min(len(ft.params), maxForceParams)]
 		for i, prm := range ft.params {
 			if slices.Contains(p.Required, prm.name) {
@@ -202,16 +203,6 @@ func forceTools(tools []prompt.Tool) []forceTool {
 		out = append(out, ft)
 	}
 	return out
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // sortCands sorts candidate literals with their actions.
