@@ -284,12 +284,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	// The arguments are all checked: load the model.
-	m, modelPath, err := engine.OpenDefault(f.model)
+	m, modelPath, err := openModel(f.model, engine.Open, stderr)
 	if err != nil {
 		return err
-	}
-	if modelPath == "" {
-		fmt.Fprintf(stderr, "ds4-bench: no -m and no ./%s: measuring the built-in tiny synthetic model\n", defaultModel)
 	}
 	if m.File != nil {
 		defer m.File.Close()
@@ -476,4 +473,14 @@ func runPlot(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout, *outPath)
 	return nil
+}
+
+// openModel opens the model of -m with open as engine.OpenDefaultWith
+// does, saying on stderr when it measures the built-in tiny model.
+func openModel(path string, open func(string) (*engine.Model, error), stderr io.Writer) (*engine.Model, string, error) {
+	m, opened, err := engine.OpenDefaultWith(path, open)
+	if err == nil && opened == "" {
+		fmt.Fprintf(stderr, "ds4-bench: no -m and no ./%s: measuring the built-in tiny synthetic model\n", defaultModel)
+	}
+	return m, opened, err
 }

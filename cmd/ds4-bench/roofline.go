@@ -97,12 +97,9 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *inMemory {
 		open = engine.OpenInMemory
 	}
-	m, modelPath, err := engine.OpenDefaultWith(*model, open)
+	m, modelPath, err := openModel(*model, open, stderr)
 	if err != nil {
 		return err
-	}
-	if modelPath == "" {
-		fmt.Fprintf(stderr, "ds4-bench: no -m and no ./%s: measuring the built-in tiny synthetic model\n", defaultModel)
 	}
 	if m.File != nil {
 		defer m.File.Close()
