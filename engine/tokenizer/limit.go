@@ -12,44 +12,26 @@ func (t *Tokenizer) MaxTokenBytes() int {
 	return int(n)
 }
 
-// AppendEncodeLimit is AppendEncode that stops as soon as dst holds more
-// than limit tokens. ok reports whether all of text was encoded, in which
-// case the result is AppendEncode's; otherwise it is a prefix of it longer
-// than limit.
-func (t *Tokenizer) AppendEncodeLimit(dst []int, text string, special bool, limit int) (out []int, ok bool) {
-	e := limitEncoder{t: t, dst: dst, n: len(dst), limit: limit, keep: true}
-	ok = e.encode(text, special, nil)
-	return e.dst, ok
-}
-
 // AppendEncodeRenderedLimit is AppendEncodeRendered of all of text that
-// stops as soon as dst holds more than limit tokens, as AppendEncodeLimit
-// does.
+// stops as soon as dst holds more than limit tokens. ok reports whether
+// all of text was encoded, in which case the result is
+// AppendEncodeRendered's; otherwise it is a prefix of it longer than
+// limit. (Client ranges covering all of text give AppendEncode without
+// special tokens, none give it with them.)
 func (t *Tokenizer) AppendEncodeRenderedLimit(dst []int, text string, client []Span, limit int) (out []int, ok bool) {
 	e := limitEncoder{t: t, dst: dst, n: len(dst), limit: limit, keep: true}
-	ok = e.encode(text, true, client)
+	ok = e.encode(text, client)
 	return e.dst, ok
-}
-
-// CountLimit returns the number of tokens AppendEncode would append for
-// text, without keeping them. It stops counting as soon as the count
-// passes limit and then returns a count above limit and ok false.
-func (t *Tokenizer) CountLimit(text string, special bool, limit int) (n int, ok bool) {
-	return t.count(text, special, nil, limit)
 }
 
 // CountRenderedLimit returns the number of tokens AppendEncodeRendered
-// would append for all of text, without keeping them, stopping as
-// CountLimit does.
+// would append for all of text, without keeping them. It stops counting as
+// soon as the count passes limit and then returns a count above limit and
+// ok false.
 func (t *Tokenizer) CountRenderedLimit(text string, client []Span, limit int) (n int, ok bool) {
-	return t.count(text, true, client, limit)
-}
-
-// count counts the tokens of text for CountLimit and CountRenderedLimit.
-func (t *Tokenizer) count(text string, special bool, client []Span, limit int) (n int, ok bool) {
 	var buf [64]int
 	e := limitEncoder{t: t, dst: buf[:0], limit: limit}
-	ok = e.encode(text, special, client)
+	ok = e.encode(text, client)
 	return e.n, ok
 }
 
@@ -65,16 +47,12 @@ type limitEncoder struct {
 }
 
 // encode encodes text, recognizing the required special tokens outside the
-// client ranges when special is set, and reports whether it got to the end
-// within the limit.
-func (e *limitEncoder) encode(text string, special bool, client []Span) bool {
+// client ranges, and reports whether it got to the end within the limit.
+func (e *limitEncoder) encode(text string, client []Span) bool {
 	if e.n > e.limit {
 		return false
 	}
 	emit := e.piece
-	if !special {
-		return pretokenizeWhile(text, emit)
-	}
 	span, k := 0, 0
 	for i := 0; i < len(text); {
 		pos, id, n := e.t.nextSpecial(text, i, client, &k)

@@ -32,12 +32,12 @@ func TestEncodeLimitMatchesEncode(t *testing.T) {
 			n := len(want) - 1
 			// At or above the count: everything, as AppendEncode.
 			for _, limit := range []int{len(want), len(want) + 100} {
-				got, ok := tok.AppendEncodeLimit([]int{7}, text, special, limit)
+				got, ok := tok.AppendEncodeRenderedLimit([]int{7}, text, plain(text, special), limit)
 				if !ok || !equalInts(got, want) {
 					t.Errorf("text %d special %v limit %d: ok %v, %d tokens, want %d", i, special, limit, ok, len(got), len(want))
 				}
-				if c, ok := tok.CountLimit(text, special, limit-1); !ok || c != n {
-					t.Errorf("text %d special %v: CountLimit %d, %v; want %d", i, special, c, ok, n)
+				if c, ok := tok.CountRenderedLimit(text, plain(text, special), limit-1); !ok || c != n {
+					t.Errorf("text %d special %v: CountRenderedLimit %d, %v; want %d", i, special, c, ok, n)
 				}
 			}
 			// Below it: a prefix that passes the limit, and no more.
@@ -45,16 +45,26 @@ func TestEncodeLimitMatchesEncode(t *testing.T) {
 				if limit < 0 || limit >= len(want)-1 {
 					continue
 				}
-				got, ok := tok.AppendEncodeLimit([]int{7}, text, special, limit)
+				got, ok := tok.AppendEncodeRenderedLimit([]int{7}, text, plain(text, special), limit)
 				if ok || len(got) <= limit || !equalInts(got, want[:len(got)]) {
 					t.Errorf("text %d special %v limit %d: ok %v, %d tokens of %d", i, special, limit, ok, len(got), len(want))
 				}
-				if c, ok := tok.CountLimit(text, special, limit); ok || c <= limit || c > n {
-					t.Errorf("text %d special %v limit %d: CountLimit %d, %v", i, special, limit, c, ok)
+				if c, ok := tok.CountRenderedLimit(text, plain(text, special), limit); ok || c <= limit || c > n {
+					t.Errorf("text %d special %v limit %d: CountRenderedLimit %d, %v", i, special, limit, c, ok)
 				}
 			}
 		}
 	}
+}
+
+// plain returns the client ranges under which the rendered-text encoders
+// tokenize text as AppendEncode(text, special) does: none with special
+// tokens, all of text without.
+func plain(text string, special bool) []Span {
+	if special {
+		return nil
+	}
+	return []Span{{0, len(text)}}
 }
 
 // TestEncodeLimitStopsEarly checks that encoding stops near the limit: a
@@ -72,12 +82,12 @@ func TestEncodeLimitStopsEarly(t *testing.T) {
 	if ok || e.n != 101 || calls != 101 {
 		t.Errorf("ok %v, %d tokens after %d pieces; want a stop at 101", ok, e.n, calls)
 	}
-	if n, ok := tok.CountLimit(text, false, 100); ok || n != 101 {
-		t.Errorf("CountLimit %d, %v", n, ok)
+	if n, ok := tok.CountRenderedLimit(text, plain(text, false), 100); ok || n != 101 {
+		t.Errorf("CountRenderedLimit %d, %v", n, ok)
 	}
-	allocs := testing.AllocsPerRun(5, func() { tok.CountLimit(text, true, 100) })
+	allocs := testing.AllocsPerRun(5, func() { tok.CountRenderedLimit(text, nil, 100) })
 	if allocs > 2 {
-		t.Errorf("CountLimit allocates %v times", allocs)
+		t.Errorf("CountRenderedLimit allocates %v times", allocs)
 	}
 }
 
