@@ -13,8 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/convert/synth"
 	"github.com/ds4-go/ds4/engine/layout"
-	"github.com/ds4-go/ds4/engine/synth"
 )
 
 // flashSlice returns a 2-layer real-shape Flash slice: the file named by

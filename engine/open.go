@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/ds4-go/ds4/convert/synth"
 	"github.com/ds4-go/ds4/engine/layout"
-	"github.com/ds4-go/ds4/engine/synth"
 	"github.com/ds4-go/ds4/gguf"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/convert/synth"
 	"github.com/ds4-go/ds4/engine/layout"
-	"github.com/ds4-go/ds4/engine/synth"
 	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/quant"
 )

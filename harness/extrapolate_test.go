@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ds4-go/ds4/convert/synth"
 	"github.com/ds4-go/ds4/engine/layout"
-	"github.com/ds4-go/ds4/engine/synth"
 	"github.com/ds4-go/ds4/gguf"
 )
 

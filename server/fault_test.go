@@ -15,9 +15,9 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/convert/synth"
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/layout"
-	"github.com/ds4-go/ds4/engine/synth"
 )
 
 // TestTruncatedModelFile serves the tiny model from a mapped file and

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/ds4-go/ds4/convert/synth"
 	"github.com/ds4-go/ds4/engine/layout"
-	"github.com/ds4-go/ds4/engine/synth"
 	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/internal/progress"
 )

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ds4-go/ds4/convert/synth"
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/layout"
-	"github.com/ds4-go/ds4/engine/synth"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server's logger and the test.

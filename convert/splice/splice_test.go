@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/convert/synth"
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/layout"
-	"github.com/ds4-go/ds4/engine/synth"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/quant"

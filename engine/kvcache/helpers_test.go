@@ -13,10 +13,10 @@ import (
 
 	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/convert/synth"
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/prompt"
-	"github.com/ds4-go/ds4/engine/synth"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/gguf"
 )
