@@ -121,13 +121,6 @@ type ThinkClose struct {
 	Rank      int // rank of the close token for a soft close, else 0
 }
 
-// Decoder is what generation needs of a session: the logits of the next
-// token and the evaluation of one more token. *engine.Session is one.
-type Decoder interface {
-	Logits() []float32
-	Decode(token int) error
-}
-
 // GenerateOptions configure one generation with the thinking budget
 // controller (spec harness.md §12.5).
 type GenerateOptions struct {
@@ -154,78 +147,108 @@ type Generation struct {
 	Close   ThinkClose
 	EOS     bool // the model ended the answer
 	Stopped bool // the context was canceled
+	// Pending is the last generated token, which the session does not
+	// hold (engine.Generation.Pending), or -1.
+	Pending int
 }
 
 // thinkEnd is the text whose appearance ends thinking.
 const thinkEnd = "</think>"
 
-// Generate samples up to o.Limit tokens from d. While thinking is open it
-// runs upstream's budget controller: a forced close in progress emits its
-// next token; with at most HardBudget tokens left it forces Close (hard
-// close); with at most SoftBudget left and a one-token Close ranked within
-// the top SoftRank logits it emits that token (soft close, which never
-// fires with upstream's three-token Close). Otherwise the sampler draws.
-// EOS ends the generation without being evaluated. Canceling ctx stops it
-// between tokens.
-func Generate(ctx context.Context, d Decoder, o GenerateOptions) (Generation, error) {
-	var g Generation
-	thinking := o.Thinking && len(o.Close) > 0
-	force := -1 // next index into o.Close while a forced close is under way
-	for g.Tokens < o.Limit {
-		if ctx.Err() != nil {
-			g.Stopped = true
-			return g, nil
-		}
-		remaining := o.Limit - g.Tokens
-		token, kind, rank := -1, CloseNone, 0
-		if thinking {
-			switch {
-			case force >= 0:
-				token = o.Close[force]
-				if force++; force == len(o.Close) {
-					force = -1
-				}
-			case remaining <= o.HardBudget:
-				token, kind = o.Close[0], CloseHard
-				if len(o.Close) > 1 {
-					force = 1
-				}
-			case remaining <= o.SoftBudget && len(o.Close) == 1:
-				if rank = TokenRank(d.Logits(), o.Close[0], o.SoftRank); rank > 0 {
-					token, kind = o.Close[0], CloseSoft
-				}
-			}
-		}
-		if token < 0 {
-			token = o.Sampler.Sample(d.Logits())
-		}
-		if token == o.EOS {
-			g.EOS = true
-			break
-		}
-		if kind != CloseNone && g.Close.Kind == CloseNone {
-			g.Close = ThinkClose{Kind: kind, Index: g.Tokens + 1, Remaining: remaining, Rank: rank}
-		}
-		if err := d.Decode(token); err != nil {
-			return g, fmt.Errorf("eval: decode token %d: %w", g.Tokens+1, err)
-		}
-		text := o.Text(token)
-		from := max(0, len(g.Output)-len(thinkEnd)+1)
-		g.Output = append(g.Output, text...)
-		g.Tokens++
-		// Only a match ending in the new bytes can be new, so the search
-		// starts len("</think>")-1 bytes before them: linear, not quadratic.
-		if thinking && bytes.Contains(g.Output[from:], []byte(thinkEnd)) {
-			thinking = false
-			if g.Close.Kind == CloseNone {
-				g.Close = ThinkClose{Kind: CloseNatural, Index: g.Tokens, Remaining: remaining}
-			}
-		}
-		if o.OnToken != nil {
-			o.OnToken(text, thinking)
-		}
+// Generate samples up to o.Limit tokens in s with the engine's generate
+// loop. While thinking is open it runs upstream's budget controller: a
+// forced close in progress emits its next token; with at most HardBudget
+// tokens left it forces Close (hard close); with at most SoftBudget left
+// and a one-token Close ranked within the top SoftRank logits it emits
+// that token (soft close, which never fires with upstream's three-token
+// Close). Otherwise the sampler draws. EOS ends the generation without
+// being evaluated, and so does the last token (Generation.Pending).
+// Canceling ctx stops it between tokens.
+func Generate(ctx context.Context, s *engine.Session, o GenerateOptions) (Generation, error) {
+	return generate(ctx, s, o, nil, nil)
+}
+
+// generate is Generate whose controller sees logits(n), when set, in
+// place of the session's logits before the n-th token, and whose tokens
+// are evaluated by evaluate, when set, in place of Session.Decode.
+func generate(ctx context.Context, s *engine.Session, o GenerateOptions, logits func(n int) []float32, evaluate func(int) error) (Generation, error) {
+	g := Generation{Pending: -1}
+	b := thinkBudget{o: &o, g: &g, thinking: o.Thinking && len(o.Close) > 0, force: -1}
+	choose := b.choose
+	if logits != nil {
+		choose = func(_ []float32, n int) int { return b.choose(logits(n), n) }
+	}
+	eg, err := s.Generate(ctx, engine.GenerateOptions{MaxTokens: o.Limit, EOS: o.EOS, Choose: choose, Token: b.token, Evaluate: evaluate})
+	g.Tokens, g.Pending = eg.Tokens, eg.Pending
+	g.EOS, g.Stopped = eg.Reason == engine.StopEOS, eg.Reason == engine.StopCancelled
+	if err != nil {
+		return g, fmt.Errorf("eval: %w", err)
 	}
 	return g, nil
+}
+
+// thinkBudget is the budget controller of one generation: it chooses
+// each token (engine.GenerateOptions.Choose) and follows the text for the
+// close of thinking (Token).
+type thinkBudget struct {
+	o        *GenerateOptions
+	g        *Generation
+	thinking bool
+	force    int // next index into o.Close while a forced close is under way
+}
+
+// choose returns the n-th token (0-based): a forced one while the
+// controller closes thinking, else the sampler's.
+func (b *thinkBudget) choose(logits []float32, n int) int {
+	o := b.o
+	if !b.thinking {
+		return o.Sampler.Sample(logits)
+	}
+	remaining := o.Limit - n
+	token, kind, rank := -1, CloseNone, 0
+	switch {
+	case b.force >= 0:
+		token = o.Close[b.force]
+		if b.force++; b.force == len(o.Close) {
+			b.force = -1
+		}
+	case remaining <= o.HardBudget:
+		token, kind = o.Close[0], CloseHard
+		if len(o.Close) > 1 {
+			b.force = 1
+		}
+	case remaining <= o.SoftBudget && len(o.Close) == 1:
+		if rank = TokenRank(logits, o.Close[0], o.SoftRank); rank > 0 {
+			token, kind = o.Close[0], CloseSoft
+		}
+	}
+	if token < 0 {
+		return o.Sampler.Sample(logits)
+	}
+	if kind != CloseNone && b.g.Close.Kind == CloseNone {
+		b.g.Close = ThinkClose{Kind: kind, Index: n + 1, Remaining: remaining, Rank: rank}
+	}
+	return token
+}
+
+// token appends the n-th generated token's text (1-based) to the output
+// and ends thinking when "</think>" appears in it.
+func (b *thinkBudget) token(id, n int) bool {
+	text := b.o.Text(id)
+	from := max(0, len(b.g.Output)-len(thinkEnd)+1)
+	b.g.Output = append(b.g.Output, text...)
+	// Only a match ending in the new bytes can be new, so the search
+	// starts len("</think>")-1 bytes before them: linear, not quadratic.
+	if b.thinking && bytes.Contains(b.g.Output[from:], []byte(thinkEnd)) {
+		b.thinking = false
+		if b.g.Close.Kind == CloseNone {
+			b.g.Close = ThinkClose{Kind: CloseNatural, Index: n, Remaining: b.o.Limit - n + 1}
+		}
+	}
+	if b.o.OnToken != nil {
+		b.o.OnToken(text, b.thinking)
+	}
+	return false
 }
 
 // TokenRank returns the 1-based rank of token id among the finite logits
@@ -321,10 +344,6 @@ func (c *EvalConfig) Validate() error {
 	return p.Validate()
 }
 
-// evalPrefillChunk is the number of prompt tokens prefilled between two
-// progress reports: the engine's chunk, which smaller steps would split.
-const evalPrefillChunk = engine.PrefillChunk
-
 // Evaluator runs ds4-eval cases on one session sized for all of them; the
 // sampler's random sequence runs on across cases, as upstream's does.
 type Evaluator struct {
@@ -369,7 +388,11 @@ func (e *Evaluator) Run(ctx context.Context, i int, c *EvalCase, prompt []int) (
 		e.OnStart(&r)
 	}
 	start := time.Now()
-	if err := e.sync(prompt); err != nil {
+	if err := e.sync(ctx, prompt); err != nil {
+		if ctx.Err() != nil {
+			r.Status = StatusStopped
+			return r, nil
+		}
 		r.Status, r.Err = StatusError, err.Error()
 		return r, fmt.Errorf("eval: prefill %s: %w", c.Name(), err)
 	}
@@ -400,21 +423,15 @@ func (e *Evaluator) Run(ctx context.Context, i int, c *EvalCase, prompt []int) (
 
 // sync makes the session hold exactly prompt, evaluating only what
 // follows the tokens it already holds when they are a prefix of it.
-func (e *Evaluator) sync(prompt []int) error {
+func (e *Evaluator) sync(ctx context.Context, prompt []int) error {
 	s := e.Session
 	have := s.Tokens()
 	if len(have) > len(prompt) || !slices.Equal(have, prompt[:len(have)]) {
 		s.Reset()
 	}
-	for done := s.Pos(); done < len(prompt); {
-		next := min(len(prompt), done+evalPrefillChunk)
-		if err := s.Prefill(prompt[done:next]); err != nil {
-			return err
-		}
-		done = next
-		if e.Prefill != nil {
-			e.Prefill(done, len(prompt))
-		}
+	var opt engine.PrefillOptions
+	if e.Prefill != nil {
+		opt.Progress = func(pos int) { e.Prefill(pos, len(prompt)) }
 	}
-	return nil
+	return s.PrefillChunks(ctx, prompt[s.Pos():], opt)
 }

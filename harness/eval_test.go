@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -59,19 +61,17 @@ func TestEncodeEvalPrompt(t *testing.T) {
 	require.ErrorContains(t, err, "largest prompt (7 tokens, case 1) + --tokens (999994) exceeds the 1000000 token context cap")
 }
 
-// scripted is a Decoder whose logits follow a script: at step i (the
-// number of tokens decoded so far) top[i] scores 10, the tokens of
-// second[i] score 9, 8, …, and every other token scores 0.
+// scripted is a logit script: before the n-th generated token (0-based)
+// top(n) scores 10, the tokens of second score 9, 8, …, and every other
+// token of the vocabulary scores 0.
 type scripted struct {
-	vocab   int
-	top     func(step int) int
-	second  []int
-	logits  []float32
-	decoded []int
-	fail    int // step whose Decode fails; 0 means never
+	vocab  int
+	top    func(n int) int
+	second []int
+	logits []float32
 }
 
-func (s *scripted) Logits() []float32 {
+func (s *scripted) at(n int) []float32 {
 	if s.logits == nil {
 		s.logits = make([]float32, s.vocab)
 	}
@@ -79,16 +79,8 @@ func (s *scripted) Logits() []float32 {
 	for i, id := range s.second {
 		s.logits[id] = 9 - float32(i)
 	}
-	s.logits[s.top(len(s.decoded))] = 10
+	s.logits[s.top(n)] = 10
 	return s.logits
-}
-
-func (s *scripted) Decode(token int) error {
-	if s.fail > 0 && len(s.decoded)+1 == s.fail {
-		return errors.New("device lost")
-	}
-	s.decoded = append(s.decoded, token)
-	return nil
 }
 
 // Token ids of the scripted vocabulary.
@@ -106,7 +98,22 @@ const (
 
 var scriptedText = [tVocab]string{"a", "", "x", " ", "</think>", "</", "think", ">"}
 
+// TestGenerate runs the budget controller in the engine's generate loop
+// on the tiny model, with scripted logits in place of the model's so that
+// each case reaches the branch it names.
 func TestGenerate(t *testing.T) {
+	m, err := engine.OpenTiny()
+	require.NoError(t, err)
+	be := cpu.New(2)
+	defer be.Close()
+	prompt := []int{tA, tX, tSpace}
+	session := func() *engine.Session {
+		s, err := engine.NewSession(m, be, engine.Options{Context: 16})
+		require.NoError(t, err)
+		require.NoError(t, s.Prefill(prompt))
+		return s
+	}
+	text := func(id int) []byte { return []byte(scriptedText[id]) }
 	plainClose := []int{tLT, tThink, tGT}
 	always := func(id int) func(int) int { return func(int) int { return id } }
 	for _, tc := range []struct {
@@ -150,38 +157,58 @@ func TestGenerate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &scripted{vocab: tVocab, top: tc.top, second: tc.second}
+			s := session()
+			var evaluated []int
 			thinking := 0
-			g, err := Generate(context.Background(), d, GenerateOptions{
+			g, err := generate(context.Background(), s, GenerateOptions{
 				Limit: tc.limit, Thinking: tc.think, Close: tc.close, HardBudget: 3, SoftBudget: 5, SoftRank: 3,
-				EOS: tEOS, Sampler: sample.New(sample.Params{Temperature: 0, TopP: 1, Seed: 1}),
-				Text: func(id int) []byte { return []byte(scriptedText[id]) },
+				EOS: tEOS, Sampler: sample.New(sample.Params{Temperature: 0, TopP: 1, Seed: 1}), Text: text,
 				OnToken: func(text []byte, th bool) {
 					if th {
 						thinking++
 					}
 				},
-			})
+			}, d.at, func(id int) error { evaluated = append(evaluated, id); return s.Decode(id) })
 			require.NoError(t, err)
 			require.Equal(t, tc.want, string(g.Output))
 			require.Equal(t, tc.tokens, g.Tokens)
-			require.Len(t, d.decoded, tc.tokens, "EOS is never evaluated")
 			require.Equal(t, tc.closed, g.Close)
 			require.Equal(t, tc.thinking, thinking)
 			require.Equal(t, tc.eos, g.EOS)
 			require.False(t, g.Stopped)
+			// Every generated token but the last is evaluated; EOS never is.
+			require.Equal(t, append(slices.Clone(prompt), evaluated...), s.Tokens())
+			generated := evaluated
+			if tc.eos {
+				require.Equal(t, -1, g.Pending)
+			} else {
+				generated = append(generated, g.Pending)
+			}
+			require.Len(t, generated, tc.tokens)
+			var out []byte
+			for _, id := range generated {
+				out = append(out, text(id)...)
+			}
+			require.Equal(t, tc.want, string(out))
 		})
 	}
 
-	opts := GenerateOptions{Limit: 5, EOS: tEOS, Sampler: sample.New(sample.Params{Seed: 1}),
-		Text: func(id int) []byte { return []byte(scriptedText[id]) }}
-	d := &scripted{vocab: tVocab, top: always(tX), fail: 3}
-	g, err := Generate(context.Background(), d, opts)
-	require.ErrorContains(t, err, "eval: decode token 3: device lost")
-	require.Equal(t, "xx", string(g.Output))
+	opts := GenerateOptions{Limit: 5, EOS: tEOS, Sampler: sample.New(sample.Params{Seed: 1}), Text: text}
+	s := session()
+	x := &scripted{vocab: tVocab, top: func(int) int { return tX }}
+	g, err := generate(context.Background(), s, opts, x.at, func(id int) error {
+		if s.Pos() == len(prompt)+2 {
+			return errors.New("device lost")
+		}
+		return s.Decode(id)
+	})
+	require.ErrorContains(t, err, "eval: engine: evaluating generated token 3: device lost")
+	require.Equal(t, 3, g.Tokens, "the token that failed counts")
+	require.Equal(t, "xxx", string(g.Output))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	g, err = Generate(ctx, &scripted{vocab: tVocab, top: always(tX)}, opts)
+	g, err = Generate(ctx, session(), opts)
 	require.NoError(t, err)
 	require.True(t, g.Stopped)
 	require.Zero(t, g.Tokens)
@@ -249,8 +276,14 @@ func TestEvaluatorTiny(t *testing.T) {
 		require.Equal(t, Grade(c.Kind, c.Answer, r.Picked), r.Status == StatusPassed)
 		require.Contains(t, []EvalStatus{StatusPassed, StatusFailed}, r.Status)
 		require.Equal(t, len(prompt), r.PromptTokens)
-		require.Equal(t, len(prompt)+r.Generated, s.Pos())
-		require.Equal(t, string(tok.Decode(s.Tokens()[len(prompt):])), r.Output)
+		// The session holds every generated token but the last, unless
+		// the model ended with EOS.
+		held := len(prompt) + r.Generated - 1
+		if r.EOS {
+			held++
+		}
+		require.Equal(t, held, s.Pos())
+		require.True(t, strings.HasPrefix(r.Output, string(tok.Decode(s.Tokens()[len(prompt):]))))
 	}
 
 	// Upstream's plain close: forced with 3 of 6 tokens left.
