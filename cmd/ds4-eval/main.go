@@ -29,6 +29,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -246,24 +247,17 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	cases, err := harness.LoadEvalCases(f.questionsFile)
+	cases, err := loadCases(f)
 	if err != nil {
-		return fmt.Errorf("--questions-file: %w", err)
+		return err
 	}
-	if f.questions > len(cases) {
-		return usageError{fmt.Errorf("--questions %d: %s holds only %d questions", f.questions, f.questionsFile, len(cases))}
+	trace, err := openTrace(f.trace)
+	if err != nil {
+		return err
 	}
-	if f.questions > 0 {
-		cases = cases[:f.questions]
-	}
-	var trace *os.File
-	if f.trace != "" {
-		if trace, err = cli.CreatePrivate(f.trace); err != nil {
-			return usageError{fmt.Errorf("--trace %s: %w", f.trace, err)}
-		}
+	if trace != nil {
 		defer trace.Close()
 	}
-
 	m, modelPath, err := engine.OpenDefault(f.model)
 	if err != nil {
 		return err
@@ -281,14 +275,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	prompts := make([][]int, len(cases))
-	for i := range cases {
-		prompts[i] = harness.EncodeEvalPrompt(tok, &cases[i], f.cfg.Think)
-		for _, id := range prompts[i] {
-			if id >= m.Params.Vocab {
-				return fmt.Errorf("case %s: prompt token %d is outside the model's vocabulary (%d)", cases[i].Name(), id, m.Params.Vocab)
-			}
-		}
+	prompts, err := harness.EncodeEvalPrompts(tok, cases, f.cfg.Think, m.Params.Vocab)
+	if err != nil {
+		return err
 	}
 	ctxSize, maxPrompt, maxCase, err := harness.EvalContext(prompts, f.cfg.Tokens)
 	if err != nil {
@@ -317,19 +306,10 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	params := sample.Defaults()
-	params.Temperature, params.TopP, params.MinP, params.Seed = f.cfg.Temperature, f.cfg.TopP, f.cfg.MinP, f.cfg.Seed
-	if params.Seed == 0 {
-		params.Seed = uint64(time.Now().UnixNano()) ^ uint64(os.Getpid())<<32
-	}
-	sampler := sample.New(params)
-	f.cfg.Seed = sampler.Params().Seed
-
-	modelName := modelPath
-	if modelName == "" {
-		modelName = "builtin:tiny"
-	}
+	sampler := harness.NewEvalSampler(&f.cfg)
+	e := &harness.Evaluator{Session: s, Tok: tok, Config: f.cfg, Sampler: sampler}
 	if trace != nil {
+		modelName := cmp.Or(modelPath, "builtin:tiny")
 		err := harness.WriteEvalTraceHeader(trace, harness.EvalTraceHeader{
 			Started: started, Model: modelName, Backend: "cpu", Ctx: ctxSize, MaxPromptTokens: maxPrompt,
 			Questions: len(cases), QuestionsFile: f.questionsFile, Config: f.cfg,
@@ -338,59 +318,83 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("trace: %w", err)
 		}
 	}
+	results, runtime, runErr := runCases(ctx, e, cases, prompts, f.cfg, trace, stdout, stderr)
+	return report(results, runtime, runErr, f, meta, ctxSize, trace, stdout, stderr)
+}
 
-	out := newPlain(stdout)
-	e := &harness.Evaluator{Session: s, Tok: tok, Config: f.cfg, Sampler: sampler, OnToken: out.token}
-	results := make([]harness.EvalResult, len(cases))
-	for i := range cases {
-		results[i] = harness.EvalResult{Index: i, Case: &cases[i], Status: harness.StatusPending, PromptTokens: len(prompts[i])}
+// loadCases reads the question file and keeps the first --questions.
+func loadCases(f *evalFlags) ([]harness.EvalCase, error) {
+	cases, err := harness.LoadEvalCases(f.questionsFile)
+	if err != nil {
+		return nil, fmt.Errorf("--questions-file: %w", err)
 	}
-	var runErr error
-	var runtime time.Duration
-	for i := range cases {
-		if ctx.Err() != nil {
-			break
+	if f.questions > len(cases) {
+		return nil, usageError{fmt.Errorf("--questions %d: %s holds only %d questions", f.questions, f.questionsFile, len(cases))}
+	}
+	if f.questions > 0 {
+		cases = cases[:f.questions]
+	}
+	return cases, nil
+}
+
+// openTrace creates the --trace file; it returns nil when there is none.
+func openTrace(path string) (*os.File, error) {
+	if path == "" {
+		return nil, nil
+	}
+	trace, err := cli.CreatePrivate(path)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--trace %s: %w", path, err)}
+	}
+	return trace, nil
+}
+
+// runCases runs the cases, streaming each to stdout (with a prefill bar
+// on stderr for long prompts) and to the trace.
+func runCases(ctx context.Context, e *harness.Evaluator, cases []harness.EvalCase, prompts [][]int, cfg harness.EvalConfig,
+	trace *os.File, stdout, stderr io.Writer) ([]harness.EvalResult, time.Duration, error) {
+	out := newPlain(stdout)
+	e.OnToken = out.token
+	var bar *progress.Bar
+	prefilled := 0
+	e.OnStart = func(r *harness.EvalResult) {
+		out.start(r, len(cases), cfg.Think)
+		bar, prefilled = nil, 0
+		if r.PromptTokens >= longPrompt {
+			bar = progress.New(stderr, "prefill", int64(r.PromptTokens), " tok")
 		}
-		var bar *progress.Bar
-		prefilled := 0
-		e.OnStart = func(r *harness.EvalResult) {
-			out.start(r, len(cases), f.cfg.Think)
-			if r.PromptTokens >= longPrompt {
-				bar = progress.New(stderr, "prefill", int64(r.PromptTokens), " tok")
-			}
+	}
+	e.Prefill = func(done, total int) {
+		if bar != nil {
+			bar.Add(int64(done - prefilled))
 		}
-		e.Prefill = func(done, total int) {
-			if bar != nil {
-				bar.Add(int64(done - prefilled))
-			}
-			prefilled = done
-		}
-		t0 := time.Now()
-		r, err := e.Run(ctx, i, &cases[i], prompts[i])
-		runtime += time.Since(t0)
+		prefilled = done
+	}
+	return e.RunAll(ctx, cases, prompts, func(r *harness.EvalResult) error {
 		if bar != nil {
 			bar.Finish()
+			bar = nil
 		}
-		results[i] = r
-		out.result(&r, len(cases), s.Context())
+		out.result(r, len(cases), e.Session.Context())
 		if trace != nil {
-			if err := harness.WriteEvalTraceCase(trace, &r, len(cases), f.cfg, time.Now()); err != nil {
-				return err
-			}
+			return harness.WriteEvalTraceCase(trace, r, len(cases), cfg, time.Now())
 		}
-		if err != nil {
-			runErr = err
-			break
-		}
-	}
+		return nil
+	})
+}
 
+// report prints the report table and the speeds, ends the trace and
+// writes the Parquet results; it returns runErr, a failure of its own, or
+// errFailed when a question failed.
+func report(results []harness.EvalResult, runtime time.Duration, runErr error, f *evalFlags, meta harness.RunMeta, ctxSize int,
+	trace *os.File, stdout, stderr io.Writer) error {
 	if err := harness.WriteEvalReport(stdout, results, runtime); err != nil {
-		return err
+		return errors.Join(runErr, err)
 	}
 	printSpeed(stderr, results)
 	if trace != nil {
 		if err := harness.WriteEvalTraceSummary(trace, results); err != nil {
-			return fmt.Errorf("trace: %w", err)
+			return errors.Join(runErr, fmt.Errorf("trace: %w", err))
 		}
 	}
 	if f.parquet != "" {
