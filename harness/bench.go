@@ -188,7 +188,7 @@ func (b *Bench) Run(ctx context.Context) ([]BenchRow, error) {
 				}
 			}
 			t0 := time.Now()
-			if err := b.sync(b.Tokens[:f]); err != nil {
+			if err := b.sync(ctx, b.Tokens[:f]); err != nil {
 				return rows, fmt.Errorf("harness: prefill to %d failed: %w", f, err)
 			}
 			preSec := time.Since(t0).Seconds()
@@ -200,23 +200,10 @@ func (b *Bench) Run(ctx context.Context) ([]BenchRow, error) {
 				}
 				row.KVCacheBytes = n
 			}
-			probe := make([]int, 0, c.GenTokens)
-			t2 := time.Now()
-			for range c.GenTokens {
-				if s.Pos()+1 >= s.Context() {
-					return rows, fmt.Errorf("harness: generation would exceed allocated context at frontier %d", f)
-				}
-				tok := argmaxExcluding(s.Logits(), b.EOS)
-				if tok < 0 {
-					return rows, fmt.Errorf("harness: failed to choose non-EOS token at frontier %d", f)
-				}
-				if err := s.Decode(tok); err != nil {
-					return rows, fmt.Errorf("harness: decode at frontier %d failed: %w", f, err)
-				}
-				probe = append(probe, tok)
-				b.progress(1)
+			probe, genSec, err := b.probe(ctx)
+			if err != nil {
+				return rows, fmt.Errorf("harness: frontier %d: %w", f, err)
 			}
-			genSec := time.Since(t2).Seconds()
 			if err := s.Restore(snap); err != nil {
 				return rows, fmt.Errorf("harness: restore at %d failed: %w", f, err)
 			}
@@ -258,22 +245,52 @@ func (b *Bench) rewind(snap *engine.Snapshot) error {
 
 // sync makes the session hold exactly tokens: when its tokens are a
 // prefix only the rest is evaluated, otherwise it starts over.
-func (b *Bench) sync(tokens []int) error {
+func (b *Bench) sync(ctx context.Context, tokens []int) error {
 	s := b.Session
 	have := s.Tokens()
 	if len(have) > len(tokens) || !slices.Equal(have, tokens[:len(have)]) {
 		s.Reset()
-		have = nil
 	}
-	rest := tokens[len(have):]
-	if len(rest) == 0 {
+	done := s.Pos()
+	return s.PrefillChunks(ctx, tokens[done:], engine.PrefillOptions{AfterChunk: func(pos int) error {
+		b.progress(pos - done)
+		done = pos
 		return nil
+	}})
+}
+
+// probe generates GenTokens greedy tokens, never EOS, after the session's
+// last one and returns them with the seconds taken. The timed span covers
+// choosing and evaluating every probe token: Generate leaves the last one
+// pending, and probe evaluates it inside the span, so the rate counts
+// GenTokens decode steps as upstream's loop does.
+func (b *Bench) probe(ctx context.Context) ([]int, float64, error) {
+	s, n := b.Session, b.Config.GenTokens
+	probe := make([]int, 0, n)
+	opt := engine.GenerateOptions{MaxTokens: n, EOS: -1,
+		Choose: func(logits []float32, _ int) int { return argmaxExcluding(logits, b.EOS) },
+		Token: func(tok, _ int) bool {
+			probe = append(probe, tok)
+			b.progress(1)
+			return tok < 0
+		},
 	}
-	if err := s.Prefill(rest); err != nil {
-		return err
+	t0 := time.Now()
+	g, err := s.Generate(ctx, opt)
+	switch {
+	case err != nil:
+		return nil, 0, fmt.Errorf("decode failed: %w", err)
+	case g.Reason == engine.StopCancelled:
+		return nil, 0, context.Cause(ctx)
+	case g.Reason == engine.StopToken:
+		return nil, 0, errors.New("failed to choose non-EOS token")
+	case g.Tokens < n:
+		return nil, 0, errors.New("generation would exceed allocated context")
 	}
-	b.progress(len(rest))
-	return nil
+	if err := s.Decode(g.Pending); err != nil {
+		return nil, 0, fmt.Errorf("decode failed: %w", err)
+	}
+	return probe, time.Since(t0).Seconds(), nil
 }
 
 func (b *Bench) progress(n int) {

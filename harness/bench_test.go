@@ -188,6 +188,18 @@ func TestBenchLoop(t *testing.T) {
 		require.Equal(t, int64(2), rep[i].Repeats)
 	}
 
+	// Canceling stops the frontier under way: no row is measured from a
+	// cut prefill or probe.
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg.Repeat = 1
+	var streamedCanceled int
+	b = &Bench{Session: s, Tokens: toks, EOS: eos, Config: cfg, Progress: func(int) { cancel() },
+		Row: func(BenchRow) error { streamedCanceled++; return nil }}
+	rows, err = b.Run(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Empty(t, rows)
+	require.Zero(t, streamedCanceled)
+
 	// Errors: too few tokens.
 	b = &Bench{Session: s, Tokens: toks[:10], EOS: eos, Config: cfg}
 	_, err = b.Run(context.Background())
