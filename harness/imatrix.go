@@ -3,6 +3,7 @@ package harness
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -208,15 +209,17 @@ func CollectImatrix(m *engine.Model, be backends.Backend, prompts [][]int, opt I
 			continue
 		}
 		s.Reset()
-		for start := 0; start < len(toks); start += opt.Chunk {
-			part := toks[start:min(len(toks), start+opt.Chunk)]
-			if err := s.Prefill(part); err != nil {
-				return nil, st, fmt.Errorf("imatrix: prompt %d: %w", i, err)
-			}
+		done := 0
+		err := s.PrefillChunks(context.Background(), toks, engine.PrefillOptions{Chunk: opt.Chunk, AfterChunk: func(pos int) error {
 			chunks += p.Layers
 			if bar != nil {
-				bar.Add(int64(len(part)))
+				bar.Add(int64(pos - done))
 			}
+			done = pos
+			return nil
+		}})
+		if err != nil {
+			return nil, st, fmt.Errorf("imatrix: prompt %d: %w", i, err)
 		}
 		st.Prompts++
 		st.Tokens += len(toks)

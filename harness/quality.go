@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -628,17 +629,12 @@ func WriteReferenceManifest(dir string, m *engine.Model, be backends.Backend, to
 			return "", fmt.Errorf("quality: prompt %s: %w", p.ID, err)
 		}
 		var gen []int
-		for len(gen) < n {
-			t := sample.Argmax(s.Logits())
-			if t == eos {
-				break
-			}
+		g, err := s.Generate(context.Background(), engine.GenerateOptions{MaxTokens: n, EOS: eos, Token: func(t, _ int) bool {
 			gen = append(gen, t)
-			if len(gen) < n {
-				if err := s.Decode(t); err != nil {
-					return "", fmt.Errorf("quality: prompt %s: %w", p.ID, err)
-				}
-			}
+			return false
+		}})
+		if err != nil {
+			return "", fmt.Errorf("quality: prompt %s: %w", p.ID, err)
 		}
 		text := tok.Decode(gen)
 		resp, err := json.Marshal(struct {
@@ -646,7 +642,7 @@ func WriteReferenceManifest(dir string, m *engine.Model, be backends.Backend, to
 			PromptTokens int    `json:"prompt_tokens"`
 			Tokens       []int  `json:"tokens"`
 			StoppedEOS   bool   `json:"stopped_eos"`
-		}{p.ID, len(ids), gen, len(gen) < n})
+		}{p.ID, len(ids), gen, g.Reason == engine.StopEOS})
 		if err != nil {
 			return "", fmt.Errorf("quality: %w", err)
 		}

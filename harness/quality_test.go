@@ -14,6 +14,7 @@ import (
 
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/sample"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 )
 
@@ -314,6 +315,20 @@ func TestScoreTinyModel(t *testing.T) {
 		require.NoError(t, err)
 		var resp struct{ Tokens []int }
 		require.NoError(t, json.Unmarshal(raw, &resp))
+		// They are the greedy continuation of a hand decode loop.
+		h, err := engine.NewSession(m, be, engine.Options{Context: 256})
+		require.NoError(t, err)
+		require.NoError(t, h.Prefill(ids))
+		var hand []int
+		for len(hand) < 6 {
+			id := sample.Argmax(h.Logits())
+			if id == tok.Special(tokenizer.EOS) {
+				break
+			}
+			hand = append(hand, id)
+			require.NoError(t, h.Decode(id))
+		}
+		require.Equal(t, hand, resp.Tokens, r.ID)
 		if slices.Equal(resp.Tokens, target) {
 			require.True(t, r.FirstMatch, r.ID)
 			require.Equal(t, r.TargetTokens, r.GreedyLCP, r.ID)
