@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"gonum.org/v1/gonum/floats"
+
 	"github.com/ds4-go/ds4/engine"
 )
 
@@ -148,66 +150,54 @@ func Build(good, bad [][][]float32, opt BuildOptions) (*Direction, error) {
 	}
 	d := &Direction{Layers: layers, Embd: embd, V: make([]float32, layers*embd)}
 	gm, bm := make([]float64, embd), make([]float64, embd)
+	g, b := make([]float64, embd), make([]float64, embd)
 	acc, diff := make([]float64, embd), make([]float64, embd)
 	for l := range layers {
 		clear(gm)
 		clear(bm)
 		clear(acc)
 		for i := range n {
-			g, b := good[i][l], bad[i][l]
-			for j := range embd {
-				gm[j] += float64(g[j])
-				bm[j] += float64(b[j])
-				diff[j] = float64(g[j]) - float64(b[j])
-			}
+			widen(g, good[i][l])
+			widen(b, bad[i][l])
+			floats.Add(gm, g)
+			floats.Add(bm, b)
 			if opt.PairNormalize {
-				normalize(diff)
-				for j := range embd {
-					acc[j] += diff[j]
-				}
+				normalize(floats.SubTo(diff, g, b))
+				floats.Add(acc, diff)
 			}
 		}
-		for j := range embd {
-			gm[j] /= float64(n)
-			bm[j] /= float64(n)
-			if opt.PairNormalize {
-				acc[j] /= float64(n)
-			} else {
-				acc[j] = gm[j] - bm[j]
-			}
+		floats.Scale(1/float64(n), gm)
+		floats.Scale(1/float64(n), bm)
+		if opt.PairNormalize {
+			floats.Scale(1/float64(n), acc)
+		} else {
+			floats.SubTo(acc, gm, bm)
 		}
 		normalize(acc)
 		if opt.Orthogonalize {
 			normalize(bm)
-			var p float64
-			for j := range embd {
-				p += acc[j] * bm[j]
-			}
-			for j := range embd {
-				acc[j] -= p * bm[j]
-			}
+			floats.AddScaled(acc, -floats.Dot(acc, bm), bm)
 			normalize(acc)
 		}
 		out := d.Layer(l)
-		for j := range embd {
-			out[j] = float32(acc[j])
+		for j, v := range acc {
+			out[j] = float32(v)
 		}
 	}
 	return d, nil
 }
 
+// widen copies the float32 values of src into dst.
+func widen(dst []float64, src []float32) {
+	for j, v := range src {
+		dst[j] = float64(v)
+	}
+}
+
 // normalize divides v by its L2 norm, leaving a zero vector unchanged.
 func normalize(v []float64) {
-	var s float64
-	for _, x := range v {
-		s += x * x
-	}
-	if s == 0 {
-		return
-	}
-	n := math.Sqrt(s)
-	for i := range v {
-		v[i] /= n
+	if n := floats.Norm(v, 2); n != 0 {
+		floats.Scale(1/n, v)
 	}
 }
 

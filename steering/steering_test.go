@@ -175,3 +175,12 @@ func TestScales(t *testing.T) {
 		}
 	}
 }
+
+func TestNormalize(t *testing.T) {
+	v := []float64{3, 0, -4}
+	normalize(v)
+	require.InDeltaSlice(t, []float64{0.6, 0, -0.8}, v, 1e-15)
+	z := []float64{0, 0}
+	normalize(z)
+	require.Equal(t, []float64{0, 0}, z)
+}
