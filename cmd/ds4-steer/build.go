@@ -1,21 +1,22 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/ds4-go/ds4/backends/cpu"
-	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/steering"
+	"github.com/ds4-go/ds4/steering/experiment"
 )
 
 // buildFlags are the options of ds4-steer build.
@@ -60,6 +61,11 @@ func runBuild(args []string, stdout, stderr io.Writer) error {
 	if st, err := os.Stat(f.out); err == nil && st.IsDir() {
 		return usageError{cli.FlagError(fs, "out", "is a directory, not a file")}
 	}
+	return build(f, stdout, stderr)
+}
+
+// build builds the direction of the parsed flags and writes it.
+func build(f buildFlags, stdout, stderr io.Writer) error {
 	good, err := steering.ReadPrompts(f.good)
 	if err != nil {
 		return err
@@ -68,7 +74,6 @@ func runBuild(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	n := min(len(good), len(bad))
 	m, modelPath, err := openModel(f.model, stderr)
 	if err != nil {
 		return err
@@ -79,53 +84,17 @@ func runBuild(args []string, stdout, stderr io.Writer) error {
 	}
 	be := cpu.New(f.threads)
 	defer be.Close()
-	capt := &engine.Capture{Attn: f.component == "attn_out"}
-	s, err := engine.NewSession(m, be, engine.Options{Context: f.ctx, Capture: capt})
+	d, err := experiment.BuildFromPrompts(context.Background(), m, be, tok, good, bad, experiment.CaptureOptions{
+		System: f.system, Think: f.think, Attn: f.component == "attn_out", Context: f.ctx,
+		Build: steering.BuildOptions{PairNormalize: f.pairNormalize, Orthogonalize: !f.noOrthogonalize},
+		Pair:  func(i, n int) { fmt.Fprintf(stderr, "pair %d/%d\n", i+1, n) },
+	})
 	if err != nil {
 		return err
-	}
-	p := m.Params
-	// activation prefills prompt and returns a copy of the captured rows,
-	// indexed [layer][embd].
-	activation := func(prompt string) ([][]float32, error) {
-		ids := render(tok, f.system, prompt, f.think)
-		if err := checkVocab(m, ids); err != nil {
-			return nil, err
-		}
-		if len(ids) > f.ctx {
-			return nil, fmt.Errorf("prompt of %d tokens exceeds --ctx %d: %q", len(ids), f.ctx, prompt)
-		}
-		s.Reset()
-		if err := s.Prefill(ids); err != nil {
-			return nil, fmt.Errorf("prefill %q: %w", prompt, err)
-		}
-		rows := slices.Clone(capt.Rows)
-		out := make([][]float32, p.Layers)
-		for l := range out {
-			out[l] = rows[l*p.Embd : (l+1)*p.Embd]
-		}
-		return out, nil
-	}
-	goodAct, badAct := make([][][]float32, n), make([][][]float32, n)
-	for i := range n {
-		fmt.Fprintf(stderr, "pair %d/%d\n", i+1, n)
-		if goodAct[i], err = activation(good[i]); err != nil {
-			return err
-		}
-		if badAct[i], err = activation(bad[i]); err != nil {
-			return err
-		}
-	}
-	d, err := steering.Build(goodAct, badAct, steering.BuildOptions{PairNormalize: f.pairNormalize, Orthogonalize: !f.noOrthogonalize})
-	if err != nil {
-		return err
-	}
-	if modelPath == "" {
-		modelPath = "builtin:tiny"
 	}
 	meta := steering.Meta{
 		Component: f.component, Thinking: f.think, PairNormalize: f.pairNormalize,
-		OrthogonalizeControlMean: !f.noOrthogonalize, GoodFile: f.good, BadFile: f.bad, Model: modelPath,
+		OrthogonalizeControlMean: !f.noOrthogonalize, GoodFile: f.good, BadFile: f.bad, Model: cmp.Or(modelPath, "builtin:tiny"),
 	}
 	if err := os.MkdirAll(filepath.Dir(f.out), 0o755); err != nil {
 		return fmt.Errorf("output directory: %w", err)

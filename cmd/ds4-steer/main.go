@@ -32,7 +32,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ds4-go/ds4/engine"
-	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/internal/cli"
 )
 
@@ -133,32 +132,4 @@ func openModel(path string, stderr io.Writer) (*engine.Model, string, error) {
 		return nil, "", fmt.Errorf("model path: %w", err)
 	}
 	return m, abs, nil
-}
-
-// render returns the prompt tokens of spec/harness.md §11.2: BOS, the
-// system text (if any), <｜User｜>, the prompt, <｜Assistant｜>, and
-// <think> when think is set, else </think>.
-func render(tok *tokenizer.Tokenizer, system, prompt string, think bool) []int {
-	ids := []int{tok.Special(tokenizer.BOS)}
-	if system != "" {
-		ids = tok.AppendEncode(ids, system, false)
-	}
-	ids = append(ids, tok.Special(tokenizer.User))
-	ids = tok.AppendEncode(ids, prompt, false)
-	ids = append(ids, tok.Special(tokenizer.Assistant))
-	if think {
-		return append(ids, tok.Special(tokenizer.ThinkOpen))
-	}
-	return append(ids, tok.Special(tokenizer.ThinkEnd))
-}
-
-// checkVocab reports whether every token of ids is in the model's
-// vocabulary.
-func checkVocab(m *engine.Model, ids []int) error {
-	for _, id := range ids {
-		if id < 0 || id >= m.Params.Vocab {
-			return fmt.Errorf("prompt token %d is outside the model's vocabulary (%d)", id, m.Params.Vocab)
-		}
-	}
-	return nil
 }

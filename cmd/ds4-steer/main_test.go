@@ -12,6 +12,7 @@ import (
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/harness"
 	"github.com/ds4-go/ds4/steering"
+	"github.com/ds4-go/ds4/steering/experiment"
 )
 
 func TestUsageErrors(t *testing.T) {
@@ -97,7 +98,7 @@ func TestBuildAndSweepTiny(t *testing.T) {
 	files, err := filepath.Glob("results/steering/model=DS4-tiny/date=*/*.parquet")
 	require.NoError(t, err)
 	require.Len(t, files, 1)
-	rows, err := harness.ReadRows[SweepRow](files[0])
+	rows, err := harness.ReadRows[experiment.SweepRow](files[0])
 	require.NoError(t, err)
 	require.Len(t, rows, 4)
 	for _, r := range rows {
@@ -119,17 +120,4 @@ func TestBuildAndSweepTiny(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(svg), "<svg")
 	require.Contains(t, string(svg), "FFN steering scale")
-}
-
-func TestMeanEffects(t *testing.T) {
-	pts := meanEffects([]SweepRow{
-		{FFNScale: 1, OutputTokens: 4, FirstKL: 0.5},
-		{FFNScale: 0, OutputTokens: 10},
-		{FFNScale: 1, OutputTokens: 8, FirstKL: 1.5},
-	})
-	require.Len(t, pts, 2)
-	require.Equal(t, 0.0, pts[0].Scale)
-	require.Equal(t, 10.0, pts[0].Tokens)
-	require.Equal(t, 6.0, pts[1].Tokens)
-	require.Equal(t, 1.0, pts[1].KL)
 }

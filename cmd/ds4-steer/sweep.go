@@ -1,43 +1,24 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/ds4-go/ds4/backends/cpu"
-	"github.com/ds4-go/ds4/engine"
-	"github.com/ds4-go/ds4/engine/sample"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/harness"
 	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/plots"
 	"github.com/ds4-go/ds4/steering"
-	"github.com/ds4-go/ds4/vectors"
+	"github.com/ds4-go/ds4/steering/experiment"
 )
-
-// SweepRow is one generation of a steering sweep, a row of the Parquet
-// table "steering".
-type SweepRow struct {
-	Direction    string  `parquet:"direction"`
-	PromptIndex  int64   `parquet:"prompt_index"`
-	Prompt       string  `parquet:"prompt"`
-	PromptTokens int64   `parquet:"prompt_tokens"`
-	FFNScale     float64 `parquet:"ffn_scale"`
-	AttnScale    float64 `parquet:"attn_scale"`
-	Thinking     bool    `parquet:"thinking"`
-	MaxTokens    int64   `parquet:"max_tokens"`
-	Output       string  `parquet:"output"`
-	OutputTokens int64   `parquet:"output_tokens"`
-	StoppedEOS   bool    `parquet:"stopped_eos"`
-	FirstKL      float64 `parquet:"first_token_kl"`
-}
 
 // sweepFlags are the options of ds4-steer sweep.
 type sweepFlags struct {
@@ -119,6 +100,11 @@ func runSweep(args []string, stdout, stderr io.Writer) error {
 	if err := cli.OutputFile("svg", f.svg); err != nil {
 		return usageError{err}
 	}
+	return sweep(f, scales, args, stdout, stderr)
+}
+
+// sweep runs the sweep of the parsed flags and writes its results.
+func sweep(f sweepFlags, scales []float64, args []string, stdout, stderr io.Writer) error {
 	prompts, err := steering.ReadPrompts(f.prompts)
 	if err != nil {
 		return err
@@ -144,39 +130,17 @@ func runSweep(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	g := generator{m: m, be: be, tok: tok, ctx: f.ctx, max: f.tokens}
-	var rows []SweepRow
 	rule := func(c byte) string { return strings.Repeat(string(c), 80) }
-	for pi, prompt := range prompts {
-		fmt.Fprintf(stdout, "%s\nPROMPT: %s\n", rule('='), prompt)
-		ids := render(tok, defaultSystem, prompt, !f.nothink)
-		if err := checkVocab(m, ids); err != nil {
-			return err
-		}
-		ref, err := g.run(ids, nil)
-		if err != nil {
-			return fmt.Errorf("prompt %d unsteered: %w", pi+1, err)
-		}
-		for _, sc := range scales {
-			fmt.Fprintf(stdout, "%s\nFFN scale: %g\n", rule('-'), sc)
-			var st *engine.Steering
-			if sc != 0 || f.attnScale != 0 {
-				st = &engine.Steering{Dir: dir.V, FFN: float32(sc), Attn: float32(f.attnScale)}
-			}
-			res := ref
-			if st != nil {
-				if res, err = g.run(ids, st); err != nil {
-					return fmt.Errorf("prompt %d scale %g: %w", pi+1, sc, err)
-				}
-			}
-			kl := vectors.KL(ref.first, res.first)
-			fmt.Fprintf(stdout, "%s\n[%d tokens, first-token KL %.6g]\n", res.text, len(res.out), kl)
-			rows = append(rows, SweepRow{
-				Direction: f.direction, PromptIndex: int64(pi), Prompt: prompt, PromptTokens: int64(len(ids)),
-				FFNScale: sc, AttnScale: f.attnScale, Thinking: !f.nothink, MaxTokens: int64(f.tokens),
-				Output: res.text, OutputTokens: int64(len(res.out)), StoppedEOS: res.eos, FirstKL: kl,
-			})
-		}
+	rows, err := experiment.Sweep(context.Background(), m, be, tok, prompts, experiment.SweepOptions{
+		Direction: dir, DirectionName: f.direction, Scales: scales, AttnScale: f.attnScale,
+		System: defaultSystem, Think: !f.nothink, Tokens: f.tokens, Context: f.ctx,
+		Prompt: func(_ int, prompt string) { fmt.Fprintf(stdout, "%s\nPROMPT: %s\n", rule('='), prompt) },
+		Row: func(r *experiment.SweepRow) {
+			fmt.Fprintf(stdout, "%s\nFFN scale: %g\n%s\n[%d tokens, first-token KL %.6g]\n", rule('-'), r.FFNScale, r.Output, r.OutputTokens, r.FirstKL)
+		},
+	})
+	if err != nil {
+		return err
 	}
 	if f.parquetDir != "" {
 		path, err := harness.WriteRun(f.parquetDir, "steering", meta, rows)
@@ -185,100 +149,22 @@ func runSweep(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stderr, "ds4-steer: wrote %s\n", path)
 	}
-	if f.svg != "" {
-		ch, err := plots.SteeringSweep(meanEffects(rows), plots.SteeringOptions{
-			Title: fmt.Sprintf("Steering sweep: %d prompts, %s", len(prompts), m.Params.Name),
-		})
-		if err != nil {
-			return err
-		}
-		if err := ch.Save(f.svg); err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "ds4-steer: wrote %s\n", f.svg)
+	if f.svg == "" {
+		return nil
 	}
-	return nil
-}
-
-// meanEffects averages the output length and first-token KL of the rows
-// per FFN scale, in ascending scale order.
-func meanEffects(rows []SweepRow) []plots.SteeringPoint {
 	var pts []plots.SteeringPoint
-	var counts []float64
-	for _, r := range rows {
-		i := slices.IndexFunc(pts, func(p plots.SteeringPoint) bool { return p.Scale == r.FFNScale })
-		if i < 0 {
-			i = len(pts)
-			pts = append(pts, plots.SteeringPoint{Scale: r.FFNScale})
-			counts = append(counts, 0)
-		}
-		pts[i].Tokens += float64(r.OutputTokens)
-		pts[i].KL += r.FirstKL
-		counts[i]++
+	for _, e := range experiment.MeanEffects(rows) {
+		pts = append(pts, plots.SteeringPoint{Scale: e.Scale, Tokens: e.Tokens, KL: e.KL})
 	}
-	for i := range pts {
-		pts[i].Tokens /= counts[i]
-		pts[i].KL /= counts[i]
-	}
-	slices.SortFunc(pts, func(a, b plots.SteeringPoint) int {
-		switch {
-		case a.Scale < b.Scale:
-			return -1
-		case a.Scale > b.Scale:
-			return 1
-		}
-		return 0
+	ch, err := plots.SteeringSweep(pts, plots.SteeringOptions{
+		Title: fmt.Sprintf("Steering sweep: %d prompts, %s", len(prompts), m.Params.Name),
 	})
-	return pts
-}
-
-// generator runs greedy generations of one model.
-type generator struct {
-	m        *engine.Model
-	be       *cpu.Backend
-	tok      *tokenizer.Tokenizer
-	ctx, max int
-}
-
-// result is one greedy generation.
-type result struct {
-	first []float32 // logits of the first next-token distribution
-	out   []int     // generated tokens, without the end of sentence
-	text  string
-	eos   bool // stopped at the end-of-sentence token
-}
-
-// run prefills ids in a fresh session with steering st and generates up to
-// g.max tokens greedily (temperature 0), stopping at the end of sentence
-// or a full context.
-func (g *generator) run(ids []int, st *engine.Steering) (result, error) {
-	var r result
-	if len(ids) >= g.ctx {
-		return r, fmt.Errorf("prompt of %d tokens leaves no room in --ctx %d", len(ids), g.ctx)
-	}
-	s, err := engine.NewSession(g.m, g.be, engine.Options{Context: g.ctx, Steering: st})
 	if err != nil {
-		return r, err
+		return err
 	}
-	if err := s.Prefill(ids); err != nil {
-		return r, err
+	if err := ch.Save(f.svg); err != nil {
+		return err
 	}
-	r.first = slices.Clone(s.Logits())
-	eos := g.tok.Special(tokenizer.EOS)
-	for len(r.out) < g.max {
-		next := sample.Argmax(s.Logits())
-		if next == eos {
-			r.eos = true
-			break
-		}
-		r.out = append(r.out, next)
-		if len(r.out) == g.max || s.Pos() >= g.ctx {
-			break
-		}
-		if err := s.Decode(next); err != nil {
-			return r, err
-		}
-	}
-	r.text = string(g.tok.Decode(r.out))
-	return r, nil
+	fmt.Fprintf(stderr, "ds4-steer: wrote %s\n", f.svg)
+	return nil
 }
