@@ -3,6 +3,7 @@ package vectors
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/engine"
@@ -22,7 +23,7 @@ func ChatTokens(tok *tokenizer.Tokenizer, prompt string) []int {
 
 // EngineSource runs cases on a local model, as upstream's runner does: a
 // fresh session of the case's context, a prefill of the chat prompt, then
-// argmax steps.
+// argmax steps (the engine's generate loop, EOS not stopping it).
 type EngineSource struct {
 	Model     *engine.Model
 	Backend   backends.Backend
@@ -48,29 +49,27 @@ func (e *EngineSource) Continue(ctx context.Context, c VecCase, prompt string, s
 	if err != nil {
 		return nil, fmt.Errorf("vectors: %s: %w", c.ID, err)
 	}
-	if err := s.Prefill(ids); err != nil {
+	if err := s.PrefillChunks(ctx, ids, engine.PrefillOptions{}); err != nil {
 		return nil, fmt.Errorf("vectors: %s: prefill: %w", c.ID, err)
 	}
-	var out []Step
-	for i := range steps {
-		if err := ctx.Err(); err != nil {
-			return out, err
-		}
-		logits := s.Logits()
+	out := make([]Step, 0, steps)
+	g, err := s.Generate(ctx, engine.GenerateOptions{MaxTokens: steps, EOS: -1, Choose: func(logits []float32, i int) int {
 		if e.Logits != nil {
-			e.Logits(c, i, append([]float32(nil), logits...))
+			e.Logits(c, i, slices.Clone(logits))
 		}
 		id := sample.Argmax(logits)
 		st := Step{Selected: TopToken{ID: id, Bytes: e.Tokenizer.TokenBytes(id), Logprob: float64(sample.Logprob(logits, id))}}
-		for _, t := range s.TopLogprobs(k) {
+		for _, t := range sample.TopLogprobs(logits, k, nil) {
 			st.Top = append(st.Top, TopToken{ID: t.ID, Bytes: e.Tokenizer.TokenBytes(t.ID), Logprob: float64(t.Logprob)})
 		}
 		out = append(out, st)
-		if i+1 < steps {
-			if err := s.Decode(id); err != nil {
-				return out, fmt.Errorf("vectors: %s: step %d: %w", c.ID, i, err)
-			}
-		}
+		return id
+	}})
+	if err != nil {
+		return out, fmt.Errorf("vectors: %s: %w", c.ID, err)
+	}
+	if g.Reason == engine.StopCancelled {
+		return out, context.Cause(ctx)
 	}
 	return out, nil
 }

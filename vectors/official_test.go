@@ -13,6 +13,7 @@ import (
 
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/sample"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 )
 
@@ -230,6 +231,23 @@ func TestEngineSourceTiny(t *testing.T) {
 			c.Steps[i].Top = append(c.Steps[i].Top, VecTop{Bytes: a.Bytes, Logprob: a.Logprob + 1})
 		}
 	}
+	// The steps are a hand-written greedy loop's, logits included.
+	h, err := engine.NewSession(m, be, engine.Options{Context: 64})
+	require.NoError(t, err)
+	require.NoError(t, h.Prefill(ChatTokens(tok, "Chi era Ada Lovelace?")))
+	for i, s := range got {
+		require.Equal(t, h.Logits(), saved[i], "step %d", i)
+		id := sample.Argmax(h.Logits())
+		require.Equal(t, id, s.Selected.ID, "step %d", i)
+		require.Equal(t, float64(sample.Logprob(h.Logits(), id)), s.Selected.Logprob)
+		require.NoError(t, h.Decode(id))
+	}
+	// A canceled context stops the steps.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = src.Continue(ctx, c, "Chi era Ada Lovelace?", 3, AcceptTopK)
+	require.ErrorIs(t, err, context.Canceled)
+
 	res := RunCases(context.Background(), src, []VecCase{c}, RunOptions{Dir: dir})
 	require.True(t, res[0].Passed(), "%v %v", res[0].Err, res[0].Failures)
 	// Official logprobs 5 nats off fail; so does another selected token.
