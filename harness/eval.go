@@ -351,7 +351,9 @@ type Evaluator struct {
 	Tok     *tokenizer.Tokenizer
 	Config  EvalConfig
 	Sampler *sample.Sampler
-	// Prefill, when set, sees the prefill progress of each prompt.
+	// Prefill, when set, sees the prefill progress of each prompt: the
+	// prompt tokens counted as done, updated after every layer
+	// (engine.PrefillOptions.Progress), and the prompt's length.
 	Prefill func(done, total int)
 	// OnStart, when set, is called when a case starts running (after the
 	// skip checks); OnToken sees its generated tokens.
