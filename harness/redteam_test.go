@@ -51,7 +51,7 @@ func TestRedTeam(t *testing.T) {
 	url := redTeamServer(t, 1<<20)
 	cfg := RedTeamConfig{
 		URL: url, PID: os.Getpid(), Count: 3, HeavyCount: 1, Storm: 4, Slow: 2, Concurrency: 2,
-		SlowWait: 300 * time.Millisecond, CaseTimeout: 20 * time.Second, Settle: 10 * time.Millisecond,
+		SlowWait: 1500 * time.Millisecond, CaseTimeout: 20 * time.Second, Settle: 10 * time.Millisecond,
 		OversizeBytes: 1<<20 + 1, HugeBytes: 64 << 10, ToolItems: 50,
 	}
 	res, err := RedTeam(context.Background(), cfg)
