@@ -117,114 +117,51 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *inMemory {
 		meta.Notes += " in-memory"
 	}
-	parts, err := harness.DecodeTraffic(m.File, m.Params)
+	r, err := harness.RunRoofline(ctx, m, be, harness.RooflineOptions{
+		Probe: probes.config(be.Workers()), Speed: !*noSpeed, Prefill: *prefill, Decode: *decode, Lock: *lock,
+		Rounds: *rounds, PrefillRounds: *prefillRounds, Ops: *opsFlag,
+		Step: probeStep(stderr, *noProgress), Bar: bars(stderr, *noProgress),
+	})
 	if err != nil {
-		return err
+		return lockHint(err)
 	}
-	step := probeStep(stderr, *noProgress)
-	probeCfg := probes.config(be.Workers())
-	mc, err := harness.MeasureMachine(ctx, probeCfg, step)
-	if err != nil {
-		return err
+	meta.Notes += hugePageNote(m.File, modelPath, *inMemory, stderr)
+	return reportRoofline(stdout, stderr, meta, r, be.Kernels().Name, *parquetDir)
+}
+
+// reportRoofline prints the run r, whose kernel set is kernels, and, when
+// parquetDir is set, writes it there as Parquet.
+func reportRoofline(stdout, stderr io.Writer, meta harness.RunMeta, r *harness.Roofline, kernels, parquetDir string) error {
+	printRoofline(stdout, meta, r.Records(meta), r.Rates, kernels)
+	if r.Ops != nil {
+		printDecodeOps(stdout, r.Ops, r.OpStep)
 	}
-	byType, err := harness.DecodeBytesByType(m.File, m.Params)
-	if err != nil {
-		return err
+	if parquetDir == "" {
+		return nil
 	}
-	rates, err := harness.MeasureKernels(ctx, be.Kernels(), byType, mc, probeCfg, step)
-	if err != nil {
-		return err
-	}
-	var sp harness.Speed
-	if !*noSpeed && *lock {
-		unlock, err := harness.LockWeights(m.File)
-		if err != nil {
-			return fmt.Errorf("%w (run with --lock=false to measure unpinned)", err)
-		}
-		defer unlock()
-	}
-	if !*noSpeed {
-		tick, finish := tokenBar(stderr, *noProgress, "ds4-bench: prefill+decode", 2**prefill+*decode+4)
-		sp, err = harness.MeasureSpeed(ctx, m, be, *prefill, *decode, tick)
-		finish()
-		if err != nil {
-			return err
-		}
-		// The bandwidth and the arithmetic peaks drift; the best of the
-		// probes before and after the run keeps the fractions of the
-		// speed of light and of the compute limit conservative.
-		if err := harness.ReprobeRead(ctx, probeCfg, &mc, step); err != nil {
-			return err
-		}
-		if err := harness.ReprobeCompute(ctx, probeCfg, &mc, step); err != nil {
-			return err
-		}
-		harness.SetFloors(rates, mc)
-	}
-	var dr []harness.DecodeRound
-	if !*noSpeed && *rounds > 0 {
-		step(fmt.Sprintf("the read bandwidth around each of %d decode rounds", *rounds))
-		tick, finish := tokenBar(stderr, *noProgress, "ds4-bench: decode rounds", *rounds*(*decode+4))
-		dr, err = harness.MeasureDecodeRounds(ctx, m, be, probeCfg, *prefill, *decode, *rounds, tick)
-		finish()
-		if err != nil {
-			return err
-		}
-	}
-	var pr []harness.PrefillRound
-	if !*noSpeed && *prefillRounds > 0 {
-		step(fmt.Sprintf("the int8 dot peaks around each of %d prefill rounds", *prefillRounds))
-		tick, finish := tokenBar(stderr, *noProgress, "ds4-bench: prefill rounds", (*prefillRounds+1)**prefill)
-		pr, err = harness.MeasurePrefillRounds(ctx, m, be, probeCfg, *prefill, *prefillRounds, tick)
-		finish()
-		if err != nil {
-			return err
-		}
-	}
-	var ops []harness.DecodeOp
-	var opStep time.Duration
-	if *opsFlag {
-		step("the decode steps' matrix products")
-		if ops, opStep, err = harness.MeasureDecodeOps(ctx, m, be, *prefill, *decode); err != nil {
-			return err
-		}
-	}
-	if modelPath != "" {
-		meta.Notes += hugePageNote(m.File, modelPath, *inMemory, stderr)
-	}
-	recs := harness.RooflineRecords(meta, mc, parts, rates, sp, dr, pr)
-	printRoofline(stdout, meta, recs, rates, be.Kernels().Name)
-	if ops != nil {
-		printDecodeOps(stdout, ops, opStep)
-	}
-	if *parquetDir != "" {
-		path, err := harness.WriteRun(*parquetDir, harness.RooflineTable, meta, recs)
-		if err != nil {
-			return err
-		}
+	paths, err := harness.WriteRooflineRun(parquetDir, meta, kernels, r)
+	for _, path := range paths {
 		fmt.Fprintf(stderr, "ds4-bench: wrote %s\n", path)
-		krecs := make([]harness.KernelRecord, len(rates))
-		for i, r := range rates {
-			krecs[i] = harness.KernelRecord{RunMeta: meta, KernelRate: r, Kernels: be.Kernels().Name}
-		}
-		path, err = harness.WriteRun(*parquetDir, harness.RooflineKernelTable, meta, krecs)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "ds4-bench: wrote %s\n", path)
-		if ops != nil {
-			orecs := make([]harness.DecodeOpRecord, len(ops))
-			for i, op := range ops {
-				orecs[i] = harness.DecodeOpRecord{RunMeta: meta, DecodeOp: op, StepMillis: opStep.Seconds() * 1e3}
-			}
-			path, err = harness.WriteRun(*parquetDir, harness.RooflineOpsTable, meta, orecs)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(stderr, "ds4-bench: wrote %s\n", path)
-		}
 	}
-	return nil
+	return err
+}
+
+// lockHint adds to an error of locking the weights how to measure
+// without.
+func lockHint(err error) error {
+	var le *harness.LockError
+	if errors.As(err, &le) {
+		return fmt.Errorf("%w (run with --lock=false to measure unpinned)", err)
+	}
+	return err
+}
+
+// bars returns the runs' progress bars on stderr, labelled as ds4-bench's;
+// none when quiet.
+func bars(stderr io.Writer, quiet bool) func(label string, total int) (tick func(n int), finish func()) {
+	return func(label string, total int) (func(int), func()) {
+		return tokenBar(stderr, quiet, "ds4-bench: "+label, total)
+	}
 }
 
 // tokenBar returns a progress bar's tick, which counts tokens towards
@@ -303,8 +240,12 @@ func parseSub(fs *pflag.FlagSet, args []string, usage string, stderr io.Writer) 
 
 // hugePageNote returns the run-notes entry " huge-pages=F", F the
 // fraction of the model file f mapped through huge pages, or "" where that
-// is unknown (hugePageNoteOf says the rest).
+// is unknown or no file was opened (path "": the built-in model);
+// hugePageNoteOf says the rest.
 func hugePageNote(f *gguf.File, path string, inMemory bool, stderr io.Writer) string {
+	if path == "" {
+		return ""
+	}
 	n, err := f.HugePageBytes()
 	if err != nil {
 		return ""
@@ -360,7 +301,22 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 		return
 	}
 	r := recs[len(recs)-1]
-	mb := func(b int64) string { return fmt.Sprintf("%.2f", float64(b)/1e6) }
+	printMachine(w, meta, r)
+	printTraffic(w, recs)
+	if len(rates) > 0 {
+		printKernelRates(w, rates, kernels, r.ProbeThreads)
+	}
+	printLimits(w, r)
+	if r.DecodeTokens > 0 {
+		printFractions(w, r, kernels)
+	}
+}
+
+// mb formats b bytes in MB.
+func mb(b int64) string { return fmt.Sprintf("%.2f", float64(b)/1e6) }
+
+// printMachine writes the machine's probed limits of the total row r.
+func printMachine(w io.Writer, meta harness.RunMeta, r harness.RooflineRecord) {
 	fmt.Fprintf(w, "machine: %s, %d threads, %s\n", meta.CPUModel, r.ProbeThreads, meta.Notes)
 	fmt.Fprintf(w, "read bandwidth   %8.2f GB/s (1 thread)  %8.2f GB/s (%d threads)\n", r.ReadGBs1, r.ReadGBsAll, r.ProbeThreads)
 	fmt.Fprintf(w, "float32 FMA      %8.2f GFLOP/s          %8.2f GFLOP/s\n", r.FMAGflops1, r.FMAGflopsAll)
@@ -375,6 +331,10 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 		fmt.Fprintln(w, "                 (each the best of probes before and after the model ran)")
 	}
 	fmt.Fprintln(w)
+}
+
+// printTraffic writes the decode traffic table, a line per part.
+func printTraffic(w io.Writer, recs []harness.RooflineRecord) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "part\tlayer\tratio\tdense MB\texperts MB\ttotal MB\tindexer MB (long ctx)\tint8 MMAC\tfloat MMAC\t")
 	for _, r := range recs {
@@ -386,19 +346,25 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 			mb(r.Bytes), mb(r.IndexerBytes), float64(r.MACsInt8)/1e6, float64(r.MACsFloat)/1e6)
 	}
 	tw.Flush()
-	if len(rates) > 0 {
-		fmt.Fprintf(w, "\ndot kernels (%s) on rows in cache, and each type's floor per decode step:\n", kernels)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "type\tdecode MB\tGB/s 1 thread\tGB/s %d threads\tfloor ms\t\n", r.ProbeThreads)
-		for _, k := range rates {
-			rate1, rateAll := "-", "-"
-			if k.GBsAll > 0 {
-				rate1, rateAll = fmt.Sprintf("%.2f", k.GBs1), fmt.Sprintf("%.2f", k.GBsAll)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.3f\t\n", k.Type, mb(k.DecodeBytes), rate1, rateAll, k.FloorMs)
+}
+
+// printKernelRates writes each weight type's dot-kernel rates and floor.
+func printKernelRates(w io.Writer, rates []harness.KernelRate, kernels string, threads int64) {
+	fmt.Fprintf(w, "\ndot kernels (%s) on rows in cache, and each type's floor per decode step:\n", kernels)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "type\tdecode MB\tGB/s 1 thread\tGB/s %d threads\tfloor ms\t\n", threads)
+	for _, k := range rates {
+		rate1, rateAll := "-", "-"
+		if k.GBsAll > 0 {
+			rate1, rateAll = fmt.Sprintf("%.2f", k.GBs1), fmt.Sprintf("%.2f", k.GBsAll)
 		}
-		tw.Flush()
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.3f\t\n", k.Type, mb(k.DecodeBytes), rate1, rateAll, k.FloorMs)
 	}
+	tw.Flush()
+}
+
+// printLimits writes the decode and prefill limits of the total row r.
+func printLimits(w io.Writer, r harness.RooflineRecord) {
 	fmt.Fprintf(w, "\ndecode speed of light:  %.3f tok/s (%.2f GB/s over %s MB per token)\n", r.DecodeLimitTPS, r.ReadGBsAll, mb(r.Bytes))
 	if r.KernelLimitTPS > 0 {
 		fmt.Fprintf(w, "decode kernel limit:    %.3f tok/s (the floors summed: each type at the lesser of its kernel's rate and the bandwidth)\n", r.KernelLimitTPS)
@@ -413,38 +379,42 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 	fmt.Fprintf(w, "                        over %.1f int8 (%.1f of them Q8_0) and %.1f float MMAC per token: the layers', and the output head's shared\n",
 		float64(r.PrefillMACsInt8)/1e6, float64(r.PrefillMACsQ8_0)/1e6, float64(r.PrefillMACsFloat)/1e6)
 	fmt.Fprintf(w, "                        by the %d prompt tokens (Prefill computes the last token's logits only)\n", r.PrefillTokens)
-	if r.DecodeTokens > 0 {
-		fmt.Fprintf(w, "decode:   %.3f tok/s = %.3f of the speed of light (%.2f GB/s of weights)", r.DecodeTPS, r.DecodeFraction, r.DecodeTPS*float64(r.Bytes)/1e9)
-		if r.KernelLimitTPS > 0 {
-			fmt.Fprintf(w, ", %.3f of the kernel limit", r.DecodeKernelFraction)
+}
+
+// printFractions writes the measured decode and prefill speeds of the
+// total row r and their fractions of the limits, kernels naming the
+// kernel set that ran.
+func printFractions(w io.Writer, r harness.RooflineRecord, kernels string) {
+	fmt.Fprintf(w, "decode:   %.3f tok/s = %.3f of the speed of light (%.2f GB/s of weights)", r.DecodeTPS, r.DecodeFraction, r.DecodeTPS*float64(r.Bytes)/1e9)
+	if r.KernelLimitTPS > 0 {
+		fmt.Fprintf(w, ", %.3f of the kernel limit", r.DecodeKernelFraction)
+	}
+	fmt.Fprintln(w)
+	if r.DecodeRounds > 0 {
+		fmt.Fprintf(w, "          in %d rounds of %d tokens, each between bandwidth probes: %.3f of the speed of light (median; %.3f–%.3f at %.2f–%.2f GB/s)\n",
+			r.DecodeRounds, r.DecodeTokens, r.DecodeRoundFraction, r.DecodeRoundFractionMin, r.DecodeRoundFractionMax, r.DecodeRoundReadGBsMin, r.DecodeRoundReadGBsMax)
+	}
+	switch {
+	case r.PrefillLimitVNNITPS > 0 && strings.HasPrefix(kernels, "avx512"):
+		// The avx512 sets multiply with VNNI, so its peak is the
+		// limit; the tile kernels run faster than the AVX2 mix's.
+		fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit at the VNNI peak, the %s kernels' (%.3f of the AVX2 int8-dot one)",
+			r.PrefillTPS, r.PrefillFractionVNNI, kernels, r.PrefillFraction)
+	case r.PrefillLimitVNNITPS > 0:
+		fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit (%.3f of the avx2 mix limit, %.3f of the VNNI one)", r.PrefillTPS, r.PrefillFraction, r.PrefillFractionMix, r.PrefillFractionVNNI)
+	default:
+		fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit (%.3f of the avx2 mix limit)", r.PrefillTPS, r.PrefillFraction, r.PrefillFractionMix)
+	}
+	fmt.Fprintf(w, " (%d tokens; the session's first prefill ran at %.3f tok/s)\n", r.PrefillTokens, r.PrefillFirstTPS)
+	if r.PrefillRounds > 0 {
+		fmt.Fprintf(w, "          in %d rounds, each between int8 dot probes: %.3f of the compute limit (median; %.3f–%.3f at %.1f–%.1f Gop/s)",
+			r.PrefillRounds, r.PrefillRoundFraction, r.PrefillRoundFractionMin, r.PrefillRoundFractionMax, r.PrefillRoundInt8GopsAllMin, r.PrefillRoundInt8GopsAllMax)
+		if r.PrefillRoundFractionMix > 0 {
+			fmt.Fprintf(w, ", %.3f of the avx2 mix limit", r.PrefillRoundFractionMix)
+		}
+		if r.PrefillRoundFractionVNNI > 0 {
+			fmt.Fprintf(w, ", %.3f of the VNNI one", r.PrefillRoundFractionVNNI)
 		}
 		fmt.Fprintln(w)
-		if r.DecodeRounds > 0 {
-			fmt.Fprintf(w, "          in %d rounds of %d tokens, each between bandwidth probes: %.3f of the speed of light (median; %.3f–%.3f at %.2f–%.2f GB/s)\n",
-				r.DecodeRounds, r.DecodeTokens, r.DecodeRoundFraction, r.DecodeRoundFractionMin, r.DecodeRoundFractionMax, r.DecodeRoundReadGBsMin, r.DecodeRoundReadGBsMax)
-		}
-		switch {
-		case r.PrefillLimitVNNITPS > 0 && strings.HasPrefix(kernels, "avx512"):
-			// The avx512 sets multiply with VNNI, so its peak is the
-			// limit; the tile kernels run faster than the AVX2 mix's.
-			fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit at the VNNI peak, the %s kernels' (%.3f of the AVX2 int8-dot one)",
-				r.PrefillTPS, r.PrefillFractionVNNI, kernels, r.PrefillFraction)
-		case r.PrefillLimitVNNITPS > 0:
-			fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit (%.3f of the avx2 mix limit, %.3f of the VNNI one)", r.PrefillTPS, r.PrefillFraction, r.PrefillFractionMix, r.PrefillFractionVNNI)
-		default:
-			fmt.Fprintf(w, "prefill:  %.3f tok/s = %.3f of the compute limit (%.3f of the avx2 mix limit)", r.PrefillTPS, r.PrefillFraction, r.PrefillFractionMix)
-		}
-		fmt.Fprintf(w, " (%d tokens; the session's first prefill ran at %.3f tok/s)\n", r.PrefillTokens, r.PrefillFirstTPS)
-		if r.PrefillRounds > 0 {
-			fmt.Fprintf(w, "          in %d rounds, each between int8 dot probes: %.3f of the compute limit (median; %.3f–%.3f at %.1f–%.1f Gop/s)",
-				r.PrefillRounds, r.PrefillRoundFraction, r.PrefillRoundFractionMin, r.PrefillRoundFractionMax, r.PrefillRoundInt8GopsAllMin, r.PrefillRoundInt8GopsAllMax)
-			if r.PrefillRoundFractionMix > 0 {
-				fmt.Fprintf(w, ", %.3f of the avx2 mix limit", r.PrefillRoundFractionMix)
-			}
-			if r.PrefillRoundFractionVNNI > 0 {
-				fmt.Fprintf(w, ", %.3f of the VNNI one", r.PrefillRoundFractionVNNI)
-			}
-			fmt.Fprintln(w)
-		}
 	}
 }

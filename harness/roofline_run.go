@@ -1,0 +1,220 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ds4-go/ds4/backends"
+	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/engine"
+)
+
+// RooflineOptions configures RunRoofline.
+type RooflineOptions struct {
+	Probe         MachineConfig // the machine probes
+	Speed         bool          // measure the model's speed, which Lock, the rounds and Ops need
+	Prefill       int           // prompt tokens prefilled to measure prefill speed
+	Decode        int           // tokens decoded to measure decode speed
+	Lock          bool          // pin the weights in memory while measuring speed
+	Rounds        int           // decode rounds, each between bandwidth probes (0: none)
+	PrefillRounds int           // prefill rounds, each between int8 dot probes (0: none)
+	Ops           bool          // time each matrix product of the decode steps
+	// Step, when set, is called with a line naming each probe as it starts.
+	Step func(string)
+	// Bar, when set, starts a progress bar counting total tokens and
+	// returns its tick and finish.
+	Bar func(label string, total int) (tick func(n int), finish func())
+}
+
+// Roofline is one roofline run's measurements: the machine, the decode
+// traffic, the kernels' rates and, where measured, the model's speed, its
+// rounds and its decode steps' matrix products.
+type Roofline struct {
+	Machine       Machine
+	Parts         []Traffic // DecodeTraffic: each part, then the total
+	Rates         []KernelRate
+	Speed         Speed // zero when not measured
+	DecodeRounds  []DecodeRound
+	PrefillRounds []PrefillRound
+	Ops           []DecodeOp
+	OpStep        time.Duration // the decode step's time when Ops were timed
+}
+
+// LockError is the error of a run that could not pin the weights in
+// memory.
+type LockError struct{ Err error }
+
+func (e *LockError) Error() string { return e.Err.Error() }
+
+func (e *LockError) Unwrap() error { return e.Err }
+
+// lockAll pins the weights of every model in memory and returns the
+// function that unpins them all; its error is a *LockError.
+func lockAll(ms ...*engine.Model) (unlock func(), err error) {
+	var unlocks []func()
+	unlock = func() {
+		for _, u := range unlocks {
+			u()
+		}
+	}
+	for _, m := range ms {
+		u, err := LockWeights(m.File)
+		if err != nil {
+			unlock()
+			return func() {}, &LockError{err}
+		}
+		unlocks = append(unlocks, u)
+	}
+	return unlock, nil
+}
+
+// step calls o.Step when set.
+func (o *RooflineOptions) step(s string) {
+	if o.Step != nil {
+		o.Step(s)
+	}
+}
+
+// bar starts o.Bar when set.
+func (o *RooflineOptions) bar(label string, total int) (tick func(n int), finish func()) {
+	if o.Bar == nil {
+		return func(int) {}, func() {}
+	}
+	return o.Bar(label, total)
+}
+
+// RunRoofline measures the machine's limits, the weight bytes and
+// multiply-adds of a decode step of m and each weight type's dot kernel
+// on be, then, with opt.Speed, the model's speed and the rounds and
+// products opt asks for. The bandwidth and the arithmetic peaks are
+// probed again after the speed run and the best figures kept.
+func RunRoofline(ctx context.Context, m *engine.Model, be *cpu.Backend, opt RooflineOptions) (*Roofline, error) {
+	r := &Roofline{}
+	var err error
+	if r.Parts, err = DecodeTraffic(m.File, m.Params); err != nil {
+		return nil, err
+	}
+	if r.Machine, err = MeasureMachine(ctx, opt.Probe, opt.Step); err != nil {
+		return nil, err
+	}
+	byType, err := DecodeBytesByType(m.File, m.Params)
+	if err != nil {
+		return nil, err
+	}
+	if r.Rates, err = MeasureKernels(ctx, be.Kernels(), byType, r.Machine, opt.Probe, opt.Step); err != nil {
+		return nil, err
+	}
+	if opt.Speed {
+		if err := r.measureSpeed(ctx, m, be, &opt); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// measureSpeed measures the model's speed, probes the machine again and
+// runs the rounds and times the products of opt, the weights pinned with
+// opt.Lock.
+func (r *Roofline) measureSpeed(ctx context.Context, m *engine.Model, be backends.Backend, opt *RooflineOptions) error {
+	if opt.Lock {
+		unlock, err := lockAll(m)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
+	tick, finish := opt.bar("prefill+decode", 2*opt.Prefill+opt.Decode+speedWarmup)
+	sp, err := MeasureSpeed(ctx, m, be, opt.Prefill, opt.Decode, tick)
+	finish()
+	if err != nil {
+		return err
+	}
+	r.Speed = sp
+	// The bandwidth and the arithmetic peaks drift; the best of the
+	// probes before and after the run keeps the fractions of the speed of
+	// light and of the compute limit conservative.
+	if err := ReprobeRead(ctx, opt.Probe, &r.Machine, opt.Step); err != nil {
+		return err
+	}
+	if err := ReprobeCompute(ctx, opt.Probe, &r.Machine, opt.Step); err != nil {
+		return err
+	}
+	SetFloors(r.Rates, r.Machine)
+	if opt.Rounds > 0 {
+		opt.step(fmt.Sprintf("the read bandwidth around each of %d decode rounds", opt.Rounds))
+		tick, finish := opt.bar("decode rounds", opt.Rounds*(opt.Decode+speedWarmup))
+		r.DecodeRounds, err = MeasureDecodeRounds(ctx, m, be, opt.Probe, opt.Prefill, opt.Decode, opt.Rounds, tick)
+		finish()
+		if err != nil {
+			return err
+		}
+	}
+	if opt.PrefillRounds > 0 {
+		opt.step(fmt.Sprintf("the int8 dot peaks around each of %d prefill rounds", opt.PrefillRounds))
+		tick, finish := opt.bar("prefill rounds", (opt.PrefillRounds+1)*opt.Prefill)
+		r.PrefillRounds, err = MeasurePrefillRounds(ctx, m, be, opt.Probe, opt.Prefill, opt.PrefillRounds, tick)
+		finish()
+		if err != nil {
+			return err
+		}
+	}
+	if opt.Ops {
+		opt.step("the decode steps' matrix products")
+		if r.Ops, r.OpStep, err = MeasureDecodeOps(ctx, m, be, opt.Prefill, opt.Decode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Records returns the run's roofline rows (RooflineRecords).
+func (r *Roofline) Records(meta RunMeta) []RooflineRecord {
+	return RooflineRecords(meta, r.Machine, r.Parts, r.Rates, r.Speed, r.DecodeRounds, r.PrefillRounds)
+}
+
+// KernelRecords returns the run's kernel rows, kernels naming the
+// backend's kernel set.
+func (r *Roofline) KernelRecords(meta RunMeta, kernels string) []KernelRecord {
+	recs := make([]KernelRecord, len(r.Rates))
+	for i, k := range r.Rates {
+		recs[i] = KernelRecord{RunMeta: meta, KernelRate: k, Kernels: kernels}
+	}
+	return recs
+}
+
+// OpRecords returns the run's decode-product rows, none when the products
+// were not timed.
+func (r *Roofline) OpRecords(meta RunMeta) []DecodeOpRecord {
+	if r.Ops == nil {
+		return nil
+	}
+	recs := make([]DecodeOpRecord, len(r.Ops))
+	for i, op := range r.Ops {
+		recs[i] = DecodeOpRecord{RunMeta: meta, DecodeOp: op, StepMillis: r.OpStep.Seconds() * 1e3}
+	}
+	return recs
+}
+
+// WriteRooflineRun writes the run under root: its roofline rows, its
+// kernel rows and, when timed, its decode-product rows, each a Parquet
+// file of its table; it returns the files' paths.
+func WriteRooflineRun(root string, meta RunMeta, kernels string, r *Roofline) ([]string, error) {
+	var paths []string
+	path, err := WriteRun(root, RooflineTable, meta, r.Records(meta))
+	if err != nil {
+		return nil, err
+	}
+	paths = append(paths, path)
+	if path, err = WriteRun(root, RooflineKernelTable, meta, r.KernelRecords(meta, kernels)); err != nil {
+		return paths, err
+	}
+	paths = append(paths, path)
+	if r.Ops != nil {
+		if path, err = WriteRun(root, RooflineOpsTable, meta, r.OpRecords(meta)); err != nil {
+			return paths, err
+		}
+		paths = append(paths, path)
+	}
+	return paths, nil
+}
