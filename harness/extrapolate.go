@@ -1,9 +1,13 @@
 package harness
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/ds4-go/ds4/backends"
+	"github.com/ds4-go/ds4/engine"
 )
 
 // A slice of DeepSeek V4 Flash (ds4-quant synth --preset flash --layers N)
@@ -218,4 +222,117 @@ func MedianSpeed(runs []Speed) Speed {
 		PrefillFirstTPS: median(func(s Speed) float64 { return s.PrefillFirstTPS }),
 		DecodeTPS:       median(func(s Speed) float64 { return s.DecodeTPS }),
 	}
+}
+
+// ExtrapolateOptions configures RunExtrapolation.
+type ExtrapolateOptions struct {
+	Layers  int           // the layer count to project to
+	Pairs   int           // alternating runs of the two slices
+	Prefill int           // prompt tokens prefilled to measure prefill speed
+	Decode  int           // tokens decoded to measure decode speed
+	Probe   MachineConfig // the machine probes
+	Lock    bool          // pin both slices' weights in memory while measuring
+	Names   [2]string     // the smaller and the larger slice's names, for errors
+	Step    func(string)  // when set, called with a line naming each probe as it starts
+	Bar     BarFunc       // when set, the progress bar of the slices' runs
+}
+
+// ExtrapolateRun is an extrapolation run's measurements: the machine,
+// each slice's runs (the smaller slice's first) and the projection from
+// their medians.
+type ExtrapolateRun struct {
+	Machine       Machine
+	Runs          [2][]Speed
+	Extrapolation Extrapolation
+}
+
+// RunExtrapolation probes the machine, measures the speed of the slices
+// small and large on be in opt.Pairs pairs of runs, each pair in the
+// other order than the last, probes the machine again, keeping its best
+// figures, and projects the slices' median speeds to opt.Layers layers
+// (Extrapolate). The slices are checked against each other and the
+// projected schedule before anything is measured.
+func RunExtrapolation(ctx context.Context, small, large *engine.Model, be backends.Backend, opt ExtrapolateOptions) (*ExtrapolateRun, error) {
+	ms := [2]*engine.Model{small, large}
+	proj := large.Params
+	proj.SetLayers(opt.Layers)
+	var speeds [2]SliceSpeed
+	for i, m := range ms {
+		var err error
+		if speeds[i].Parts, err = DecodeTraffic(m.File, m.Params); err != nil {
+			return nil, fmt.Errorf("%s: %w", opt.Names[i], err)
+		}
+	}
+	if _, err := ProjectTraffic(speeds[1].Parts, proj.CompressRatios); err != nil {
+		return nil, err
+	}
+	mc, err := MeasureMachine(ctx, opt.Probe, opt.Step)
+	if err != nil {
+		return nil, err
+	}
+	if opt.Lock {
+		unlock, err := lockAll(small, large)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+	}
+	r := &ExtrapolateRun{}
+	if r.Runs, err = measurePairs(ctx, ms, be, &opt); err != nil {
+		return nil, err
+	}
+	if err := ReprobeRead(ctx, opt.Probe, &mc, opt.Step); err != nil {
+		return nil, err
+	}
+	if err := ReprobeCompute(ctx, opt.Probe, &mc, opt.Step); err != nil {
+		return nil, err
+	}
+	for i := range speeds {
+		speeds[i].Speed = MedianSpeed(r.Runs[i])
+	}
+	r.Machine = mc
+	if r.Extrapolation, err = Extrapolate(speeds[0], speeds[1], proj.CompressRatios, mc); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// measurePairs measures the speed of the models ms in opt.Pairs pairs of
+// runs.
+func measurePairs(ctx context.Context, ms [2]*engine.Model, be backends.Backend, opt *ExtrapolateOptions) ([2][]Speed, error) {
+	var runs [2][]Speed
+	tick, finish := opt.Bar.start("slices' prefill+decode", 2*opt.Pairs*(2*opt.Prefill+opt.Decode+speedWarmup))
+	defer finish()
+	for p := range opt.Pairs {
+		// Each pair runs the slices in the other order than the last, so
+		// that a drift of the machine's speed weighs on both alike.
+		for k := range 2 {
+			i := k ^ p&1
+			sp, err := MeasureSpeed(ctx, ms[i], be, opt.Prefill, opt.Decode, tick)
+			if err != nil {
+				return runs, fmt.Errorf("%s: %w", opt.Names[i], err)
+			}
+			runs[i] = append(runs[i], sp)
+		}
+	}
+	return runs, nil
+}
+
+// SpeedRange returns the least and the greatest rate of runs.
+func SpeedRange(runs []Speed, rate func(Speed) float64) (lo, hi float64) {
+	for i, r := range runs {
+		if i == 0 {
+			lo, hi = rate(r), rate(r)
+			continue
+		}
+		lo, hi = min(lo, rate(r)), max(hi, rate(r))
+	}
+	return lo, hi
+}
+
+// WriteExtrapolateRun writes the run's row under root as a Parquet file
+// of ExtrapolateTable and returns its path.
+func WriteExtrapolateRun(root string, meta RunMeta, r *ExtrapolateRun) (string, error) {
+	rec := ExtrapolateRecord{RunMeta: meta, Machine: r.Machine, Extrapolation: r.Extrapolation}
+	return WriteRun(root, ExtrapolateTable, meta, []ExtrapolateRecord{rec})
 }

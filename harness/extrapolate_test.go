@@ -2,12 +2,19 @@ package harness
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"math"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/convert/synth"
+	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/gguf"
 )
@@ -130,4 +137,111 @@ func TestMedianSpeed(t *testing.T) {
 	require.Equal(t, Speed{PrefillTokens: 8, DecodeTokens: 4, PrefillTPS: 20, PrefillFirstTPS: 2, DecodeTPS: 8}, MedianSpeed(runs))
 	require.Equal(t, Speed{PrefillTokens: 8, DecodeTokens: 4, PrefillTPS: 20, PrefillFirstTPS: 2, DecodeTPS: 8}, MedianSpeed(runs[:2]), "the mean of the middle two")
 	require.Equal(t, Speed{}, MedianSpeed(nil))
+}
+
+// tinySliceModel writes a tiny model of n layers with a small vocabulary
+// and opens it.
+func tinySliceModel(t *testing.T, n int) *engine.Model {
+	t.Helper()
+	p := layout.Tiny()
+	p.Vocab = 512
+	p.SetLayers(n)
+	path := filepath.Join(t.TempDir(), fmt.Sprintf("tiny%d.gguf", n))
+	_, err := synth.WriteFile(path, synth.Options{Params: p, Recipe: layout.RecipeQ2, Seed: 1})
+	require.NoError(t, err)
+	m, err := engine.Open(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { m.File.Close() })
+	return m
+}
+
+// noiseSwamped is the part of Extrapolate's error that says the larger
+// slice measured no slower than the smaller one, which a loaded machine
+// can make happen on tiny slices.
+const noiseSwamped = "the noise of the measurement swamps its layers' cost"
+
+// TestRunExtrapolation projects tiny slices of 2 and 6 layers to 10,
+// and checks that slices the projection cannot use are refused before
+// anything is measured. A tiny slice's step takes a fraction of a
+// millisecond, so on a loaded machine the larger slice can measure no
+// slower than the smaller one and the projection is refused, as it should
+// be: on that refusal alone it is measured again, at most three times,
+// and then skipped rather than failed.
+func TestRunExtrapolation(t *testing.T) {
+	two, six := tinySliceModel(t, 2), tinySliceModel(t, 6)
+	be := cpu.New(2)
+	t.Cleanup(be.Close)
+	for _, tc := range []struct {
+		name         string
+		small, large *engine.Model
+		layers       int
+		err          string // refused before measuring
+	}{
+		{"project", two, six, 10, ""},
+		{"too few layers", two, six, 4, "fewer than the slice's 6"},
+		{"no layer of each ratio", six, two, 10, "no layer of compression ratio 4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opt := ExtrapolateOptions{Layers: tc.layers, Pairs: 3, Prefill: 16, Decode: 32, Names: [2]string{"small", "large"},
+				Probe: MachineConfig{BufferBytes: 8 << 20, Threads: 2, MinTime: 10 * time.Millisecond, Trials: 1}}
+			var probed bool
+			var ticks, total int
+			opt.Step = func(string) { probed = true }
+			opt.Bar = func(_ string, n int) (func(int), func()) { total = n; return func(n int) { ticks += n }, func() {} }
+			var r *ExtrapolateRun
+			var err error
+			for attempt := 1; attempt <= 3; attempt++ {
+				ticks = 0
+				if r, err = RunExtrapolation(context.Background(), tc.small, tc.large, be, opt); err == nil || !strings.Contains(err.Error(), noiseSwamped) {
+					break
+				}
+				t.Logf("attempt %d: %v", attempt, err)
+			}
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				require.False(t, probed, "refused after probing")
+				return
+			}
+			if err != nil && strings.Contains(err.Error(), noiseSwamped) {
+				t.Skipf("the machine's noise swamped the tiny slices' layers three times: %v", err)
+			}
+			require.NoError(t, err)
+			require.Equal(t, total, ticks)
+			require.Equal(t, 2*3*(2*16+32+speedWarmup), total)
+			require.Len(t, r.Runs[0], 3)
+			require.Len(t, r.Runs[1], 3)
+			require.Positive(t, r.Machine.ReadGBsAll)
+			e := r.Extrapolation
+			require.Equal(t, int64(2), e.SmallLayers)
+			require.Equal(t, int64(6), e.LargeLayers)
+			require.Equal(t, int64(10), e.ProjectedLayers)
+			require.Equal(t, MedianSpeed(r.Runs[1]).DecodeTPS, e.LargeDecodeTPS)
+
+			path, err := WriteExtrapolateRun(t.TempDir(), RunMeta{RunID: "x", ModelName: "tiny", StartedAt: time.Now()}, r)
+			require.NoError(t, err)
+			recs, err := ReadRows[ExtrapolateRecord](path)
+			require.NoError(t, err)
+			require.Len(t, recs, 1)
+			require.Equal(t, e, recs[0].Extrapolation)
+		})
+	}
+}
+
+func TestSpeedRange(t *testing.T) {
+	decode := func(s Speed) float64 { return s.DecodeTPS }
+	for _, tc := range []struct {
+		name   string
+		runs   []Speed
+		lo, hi float64
+	}{
+		{"none", nil, 0, 0},
+		{"one", []Speed{{DecodeTPS: 3}}, 3, 3},
+		{"several", []Speed{{DecodeTPS: 3}, {DecodeTPS: 1}, {DecodeTPS: 5}, {DecodeTPS: 2}}, 1, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lo, hi := SpeedRange(tc.runs, decode)
+			require.Equal(t, tc.lo, lo)
+			require.Equal(t, tc.hi, hi)
+		})
+	}
 }

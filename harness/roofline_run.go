@@ -20,11 +20,27 @@ type RooflineOptions struct {
 	Rounds        int           // decode rounds, each between bandwidth probes (0: none)
 	PrefillRounds int           // prefill rounds, each between int8 dot probes (0: none)
 	Ops           bool          // time each matrix product of the decode steps
-	// Step, when set, is called with a line naming each probe as it starts.
-	Step func(string)
-	// Bar, when set, starts a progress bar counting total tokens and
-	// returns its tick and finish.
-	Bar func(label string, total int) (tick func(n int), finish func())
+	Step          func(string)  // when set, called with a line naming each probe as it starts
+	Bar           BarFunc       // when set, the progress bars of the model's runs
+}
+
+// BarFunc starts a progress bar, labelled label, that counts total tokens,
+// and returns its tick and finish.
+type BarFunc func(label string, total int) (tick func(n int), finish func())
+
+// start starts bar when set; a nil bar's tick and finish do nothing.
+func (bar BarFunc) start(label string, total int) (tick func(n int), finish func()) {
+	if bar == nil {
+		return func(int) {}, func() {}
+	}
+	return bar(label, total)
+}
+
+// report calls step with s when step is set.
+func report(step func(string), s string) {
+	if step != nil {
+		step(s)
+	}
 }
 
 // Roofline is one roofline run's measurements: the machine, the decode
@@ -69,21 +85,6 @@ func lockAll(ms ...*engine.Model) (unlock func(), err error) {
 	return unlock, nil
 }
 
-// step calls o.Step when set.
-func (o *RooflineOptions) step(s string) {
-	if o.Step != nil {
-		o.Step(s)
-	}
-}
-
-// bar starts o.Bar when set.
-func (o *RooflineOptions) bar(label string, total int) (tick func(n int), finish func()) {
-	if o.Bar == nil {
-		return func(int) {}, func() {}
-	}
-	return o.Bar(label, total)
-}
-
 // RunRoofline measures the machine's limits, the weight bytes and
 // multiply-adds of a decode step of m and each weight type's dot kernel
 // on be, then, with opt.Speed, the model's speed and the rounds and
@@ -124,7 +125,7 @@ func (r *Roofline) measureSpeed(ctx context.Context, m *engine.Model, be backend
 		}
 		defer unlock()
 	}
-	tick, finish := opt.bar("prefill+decode", 2*opt.Prefill+opt.Decode+speedWarmup)
+	tick, finish := opt.Bar.start("prefill+decode", 2*opt.Prefill+opt.Decode+speedWarmup)
 	sp, err := MeasureSpeed(ctx, m, be, opt.Prefill, opt.Decode, tick)
 	finish()
 	if err != nil {
@@ -142,8 +143,8 @@ func (r *Roofline) measureSpeed(ctx context.Context, m *engine.Model, be backend
 	}
 	SetFloors(r.Rates, r.Machine)
 	if opt.Rounds > 0 {
-		opt.step(fmt.Sprintf("the read bandwidth around each of %d decode rounds", opt.Rounds))
-		tick, finish := opt.bar("decode rounds", opt.Rounds*(opt.Decode+speedWarmup))
+		report(opt.Step, fmt.Sprintf("the read bandwidth around each of %d decode rounds", opt.Rounds))
+		tick, finish := opt.Bar.start("decode rounds", opt.Rounds*(opt.Decode+speedWarmup))
 		r.DecodeRounds, err = MeasureDecodeRounds(ctx, m, be, opt.Probe, opt.Prefill, opt.Decode, opt.Rounds, tick)
 		finish()
 		if err != nil {
@@ -151,8 +152,8 @@ func (r *Roofline) measureSpeed(ctx context.Context, m *engine.Model, be backend
 		}
 	}
 	if opt.PrefillRounds > 0 {
-		opt.step(fmt.Sprintf("the int8 dot peaks around each of %d prefill rounds", opt.PrefillRounds))
-		tick, finish := opt.bar("prefill rounds", (opt.PrefillRounds+1)*opt.Prefill)
+		report(opt.Step, fmt.Sprintf("the int8 dot peaks around each of %d prefill rounds", opt.PrefillRounds))
+		tick, finish := opt.Bar.start("prefill rounds", (opt.PrefillRounds+1)*opt.Prefill)
 		r.PrefillRounds, err = MeasurePrefillRounds(ctx, m, be, opt.Probe, opt.Prefill, opt.PrefillRounds, tick)
 		finish()
 		if err != nil {
@@ -160,7 +161,7 @@ func (r *Roofline) measureSpeed(ctx context.Context, m *engine.Model, be backend
 		}
 	}
 	if opt.Ops {
-		opt.step("the decode steps' matrix products")
+		report(opt.Step, "the decode steps' matrix products")
 		if r.Ops, r.OpStep, err = MeasureDecodeOps(ctx, m, be, opt.Prefill, opt.Decode); err != nil {
 			return err
 		}

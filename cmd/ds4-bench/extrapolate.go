@@ -76,20 +76,12 @@ func runExtrapolate(ctx context.Context, args []string, stdout, stderr io.Writer
 			return usageError{fmt.Errorf("extrapolate: %w", err)}
 		}
 	}
-	var ms [2]*engine.Model
-	for i, path := range *models {
-		m, err := engine.Open(path)
-		if err != nil {
-			return err
-		}
-		defer m.File.Close()
-		ms[i] = m
+	ms, paths, err := openSlices(*models)
+	if err != nil {
+		return err
 	}
-	paths := *models
-	if ms[0].Params.Layers > ms[1].Params.Layers {
-		ms[0], ms[1] = ms[1], ms[0]
-		paths = []string{paths[1], paths[0]}
-	}
+	defer ms[0].File.Close()
+	defer ms[1].File.Close()
 	small, large := ms[0], ms[1]
 	if small.Params.Layers == large.Params.Layers {
 		return usageError{fmt.Errorf("extrapolate: both slices have %d layers; the layers' cost is their difference", small.Params.Layers)}
@@ -97,9 +89,6 @@ func runExtrapolate(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *layers < large.Params.Layers {
 		return usageError{fmt.Errorf("extrapolate: --layers %d is fewer than the larger slice's %d", *layers, large.Params.Layers)}
 	}
-	proj := large.Params
-	proj.SetLayers(*layers)
-
 	be := cpu.New(probes.threads)
 	defer be.Close()
 	meta, err := harness.CollectMeta(harness.MetaOptions{
@@ -110,72 +99,42 @@ func runExtrapolate(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	meta.Notes = fmt.Sprintf("kernels=%s small=%s", be.Kernels().Name, filepath.Base(paths[0]))
-	var speeds [2]harness.SliceSpeed
-	for i, m := range ms {
-		if speeds[i].Parts, err = harness.DecodeTraffic(m.File, m.Params); err != nil {
-			return fmt.Errorf("%s: %w", paths[i], err)
-		}
-	}
-	// The projection checks the slices against each other and the
-	// schedule; do it before the minutes of measuring.
-	if _, err := harness.ProjectTraffic(speeds[1].Parts, proj.CompressRatios); err != nil {
-		return err
-	}
-
-	step := probeStep(stderr, *noProgress)
-	probeCfg := probes.config(be.Workers())
-	mc, err := harness.MeasureMachine(ctx, probeCfg, step)
+	r, err := harness.RunExtrapolation(ctx, small, large, be, harness.ExtrapolateOptions{
+		Layers: *layers, Pairs: *pairs, Prefill: *prefill, Decode: *decode, Probe: probes.config(be.Workers()), Lock: *lock,
+		Names: [2]string{paths[0], paths[1]}, Step: probeStep(stderr, *noProgress), Bar: bars(stderr, *noProgress),
+	})
 	if err != nil {
-		return err
+		return lockHint(err)
 	}
-	if *lock {
-		for _, m := range ms {
-			unlock, err := harness.LockWeights(m.File)
-			if err != nil {
-				return fmt.Errorf("%w (run with --lock=false to measure unpinned)", err)
-			}
-			defer unlock()
-		}
-	}
-	tick, finish := tokenBar(stderr, *noProgress, "ds4-bench: slices' prefill+decode", 2**pairs*(2**prefill+*decode+4))
-	var runs [2][]harness.Speed
-	for p := range *pairs {
-		// Each pair runs the slices in the other order than the last, so
-		// that a drift of the machine's speed weighs on both alike.
-		for k := range 2 {
-			i := k ^ p&1
-			sp, err := harness.MeasureSpeed(ctx, ms[i], be, *prefill, *decode, tick)
-			if err != nil {
-				finish()
-				return fmt.Errorf("%s: %w", paths[i], err)
-			}
-			runs[i] = append(runs[i], sp)
-		}
-	}
-	finish()
-	if err := harness.ReprobeRead(ctx, probeCfg, &mc, step); err != nil {
-		return err
-	}
-	if err := harness.ReprobeCompute(ctx, probeCfg, &mc, step); err != nil {
-		return err
-	}
-	for i := range speeds {
-		speeds[i].Speed = harness.MedianSpeed(runs[i])
-	}
-	e, err := harness.Extrapolate(speeds[0], speeds[1], proj.CompressRatios, mc)
-	if err != nil {
-		return err
-	}
-	printExtrapolation(stdout, meta, mc, e, paths, runs)
+	printExtrapolation(stdout, meta, r.Machine, r.Extrapolation, paths, r.Runs)
 	if *parquetDir != "" {
-		rec := harness.ExtrapolateRecord{RunMeta: meta, Machine: mc, Extrapolation: e}
-		path, err := harness.WriteRun(*parquetDir, harness.ExtrapolateTable, meta, []harness.ExtrapolateRecord{rec})
+		path, err := harness.WriteExtrapolateRun(*parquetDir, meta, r)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "ds4-bench: wrote %s\n", path)
 	}
 	return nil
+}
+
+// openSlices opens the two slices of paths and returns them, and their
+// paths, the one of fewer layers first.
+func openSlices(paths []string) ([2]*engine.Model, []string, error) {
+	var ms [2]*engine.Model
+	for i, path := range paths {
+		m, err := engine.Open(path)
+		if err != nil {
+			if i == 1 {
+				ms[0].File.Close()
+			}
+			return ms, nil, err
+		}
+		ms[i] = m
+	}
+	if ms[0].Params.Layers > ms[1].Params.Layers {
+		return [2]*engine.Model{ms[1], ms[0]}, []string{paths[1], paths[0]}, nil
+	}
+	return ms, paths, nil
 }
 
 // printExtrapolation writes the run's report: the machine, each slice's
@@ -185,10 +144,7 @@ func printExtrapolation(w io.Writer, meta harness.RunMeta, mc harness.Machine, e
 	fmt.Fprintf(w, "read bandwidth %.2f GB/s, int8 dot %.2f Gop/s, float32 FMA %.2f GFLOP/s (%d threads; the best of probes before and after the runs)\n\n",
 		mc.ReadGBsAll, mc.Int8GopsAll, mc.FMAGflopsAll, mc.ProbeThreads)
 	rangeOf := func(rs []harness.Speed, rate func(harness.Speed) float64) string {
-		lo, hi := rate(rs[0]), rate(rs[0])
-		for _, r := range rs[1:] {
-			lo, hi = min(lo, rate(r)), max(hi, rate(r))
-		}
+		lo, hi := harness.SpeedRange(rs, rate)
 		return fmt.Sprintf("%.3f–%.3f", lo, hi)
 	}
 	decode := func(s harness.Speed) float64 { return s.DecodeTPS }
