@@ -112,3 +112,30 @@ func ReadCSVFile(path string) ([]BenchRow, error) {
 	}
 	return rows, nil
 }
+
+// CSVWriter writes ds4-bench's CSV a row at a time, each flushed as soon
+// as it is written, so a long sweep's rows are seen as they are measured.
+type CSVWriter struct {
+	w   *bufio.Writer
+	buf []byte
+}
+
+// NewCSVWriter writes the header to w and returns the writer of its rows.
+func NewCSVWriter(w io.Writer) (*CSVWriter, error) {
+	c := &CSVWriter{w: bufio.NewWriter(w)}
+	c.w.WriteString(CSVHeader + "\n")
+	if err := c.w.Flush(); err != nil {
+		return nil, fmt.Errorf("write CSV: %w", err)
+	}
+	return c, nil
+}
+
+// Write writes the line of r (AppendCSV) and flushes it.
+func (c *CSVWriter) Write(r BenchRow) error {
+	c.buf = AppendCSV(c.buf[:0], r)
+	c.w.Write(c.buf)
+	if err := c.w.Flush(); err != nil {
+		return fmt.Errorf("write CSV: %w", err)
+	}
+	return nil
+}

@@ -17,7 +17,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -264,21 +263,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	in := harness.BenchInput{PromptFile: f.promptFile, PromptMode: "raw"}
+	promptFile := f.promptFile
 	if f.chatFile != "" {
-		in.PromptFile, in.PromptMode = f.chatFile, "chat"
+		promptFile = f.chatFile
 	}
-	text, err := os.ReadFile(in.PromptFile)
+	in, ids, err := harness.ReadBenchPrompt(tok, promptFile, f.chatFile != "", f.system)
 	if err != nil {
 		return usageError{err}
 	}
-	var ids []int
-	if f.chatFile != "" {
-		ids = harness.EncodeChat(tok, f.system, string(text))
-	} else {
-		ids = tok.Encode(string(text))
-	}
-	in.PromptTokens = int64(len(ids))
 	if len(ids) < f.cfg.CtxMax {
 		return usageError{fmt.Errorf("--ctx-max %d: %s has only %d tokens, need at least --ctx-max=%d", f.cfg.CtxMax, in.PromptFile, len(ids), f.cfg.CtxMax)}
 	}
@@ -297,10 +289,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if f.warm {
 		m.WarmWeights(stderr, "ds4-bench")
 	}
-	for _, id := range ids[:f.cfg.CtxMax] {
-		if id >= m.Params.Vocab {
-			return fmt.Errorf("prompt token %d is outside the model's vocabulary (%d)", id, m.Params.Vocab)
-		}
+	if err := harness.CheckVocab(ids[:f.cfg.CtxMax], m.Params.Vocab); err != nil {
+		return err
 	}
 	be := cpu.New(f.threads)
 	defer be.Close()
@@ -322,75 +312,76 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-
-	out := stdout
-	var csvFile *os.File
-	if f.csvPath != "" {
-		if csvFile, err = os.Create(f.csvPath); err != nil {
-			return err
-		}
-		defer csvFile.Close()
-		out = csvFile
-	}
-	w := bufio.NewWriter(out)
-	flush := func(b []byte) error {
-		w.Write(b)
-		if err := w.Flush(); err != nil {
-			return fmt.Errorf("write CSV: %w", err)
-		}
-		return nil
-	}
-	if err := flush([]byte(harness.CSVHeader + "\n")); err != nil {
-		return err
-	}
-	var bar *progress.Bar
-	tty := isTerminal(stderr)
-	if !f.noProgress {
-		bar = progress.New(stderr, "ds4-bench", f.cfg.Work(), " tok")
-	}
-	b := &harness.Bench{Session: s, Tokens: ids, EOS: tok.Special(tokenizer.EOS), Config: f.cfg,
-		Row: func(r harness.BenchRow) error {
-			if bar != nil && tty && csvFile == nil {
-				fmt.Fprint(stderr, "\r\x1b[K")
-			}
-			return flush(harness.AppendCSV(nil, r))
-		},
-	}
-	if bar != nil {
-		b.Progress = func(n int) { bar.Add(int64(n)) }
-	}
-	rows, runErr := b.Run(ctx)
-	if bar != nil {
-		bar.Finish()
-	}
+	rows, runErr := sweep(ctx, f, &harness.Bench{Session: s, Tokens: ids, EOS: tok.Special(tokenizer.EOS), Config: f.cfg}, stdout, stderr)
 	if f.cfg.Repeat > 1 {
 		for _, r := range rows {
 			fmt.Fprintf(stderr, "ds4-bench: ctx %d: prefill %.2f ± %.2f t/s, generation %.2f ± %.2f t/s (%d runs)\n",
 				r.CtxTokens, r.PrefillTPS, r.PrefillTPSSD, r.GenTPS, r.GenTPSSD, f.cfg.Repeat)
 		}
 	}
+	return errors.Join(runErr, writeBench(f, meta, in, rows, stderr))
+}
+
+// sweep runs the sweep b, each row written to --csv or stdout as it is
+// measured, under a progress bar unless --no-progress.
+func sweep(ctx context.Context, f *benchFlags, b *harness.Bench, stdout, stderr io.Writer) ([]harness.BenchRow, error) {
+	out := stdout
+	if f.csvPath != "" {
+		csvFile, err := os.Create(f.csvPath)
+		if err != nil {
+			return nil, err
+		}
+		defer csvFile.Close()
+		out = csvFile
+	}
+	cw, err := harness.NewCSVWriter(out)
+	if err != nil {
+		return nil, err
+	}
+	b.Row = cw.Write
+	if !f.noProgress {
+		bar := progress.New(stderr, "ds4-bench", f.cfg.Work(), " tok")
+		defer bar.Finish()
+		b.Progress = func(n int) { bar.Add(int64(n)) }
+		if isTerminal(stderr) && f.csvPath == "" {
+			// A row on the terminal first clears the bar's line.
+			b.Row = func(r harness.BenchRow) error {
+				fmt.Fprint(stderr, "\r\x1b[K")
+				return cw.Write(r)
+			}
+		}
+	}
+	return b.Run(ctx)
+}
+
+// writeBench writes the sweep's rows as Parquet under --parquet and their
+// chart to --svg, where asked.
+func writeBench(f *benchFlags, meta harness.RunMeta, in harness.BenchInput, rows []harness.BenchRow, stderr io.Writer) error {
 	if f.parquetDir != "" && len(rows) > 0 {
 		path, err := harness.WriteBenchRun(f.parquetDir, meta, in, f.cfg, rows)
 		if err != nil {
-			return errors.Join(runErr, err)
+			return err
 		}
 		fmt.Fprintf(stderr, "ds4-bench: wrote %s\n", path)
 	}
-	if f.svgPath != "" && len(rows) >= 2 {
-		title := f.title
-		if title == "" && f.csvPath != "" {
-			title = plots.DefaultSpeedTitle(f.csvPath)
-		} else if title == "" {
-			title = meta.ModelName + " t/s"
-		}
-		if err := drawSpeed([][]harness.BenchRow{rows}, []string{meta.ModelName}, title, 0, 0, f.svgPath); err != nil {
-			return errors.Join(runErr, err)
-		}
-		fmt.Fprintf(stderr, "ds4-bench: wrote %s\n", f.svgPath)
-	} else if f.svgPath != "" {
-		fmt.Fprintf(stderr, "ds4-bench: %s not drawn: the chart needs at least two frontiers\n", f.svgPath)
+	if f.svgPath == "" {
+		return nil
 	}
-	return runErr
+	if len(rows) < 2 {
+		fmt.Fprintf(stderr, "ds4-bench: %s not drawn: the chart needs at least two frontiers\n", f.svgPath)
+		return nil
+	}
+	title := f.title
+	if title == "" && f.csvPath != "" {
+		title = plots.DefaultSpeedTitle(f.csvPath)
+	} else if title == "" {
+		title = meta.ModelName + " t/s"
+	}
+	if err := drawSpeed([][]harness.BenchRow{rows}, []string{meta.ModelName}, title, 0, 0, f.svgPath); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "ds4-bench: wrote %s\n", f.svgPath)
+	return nil
 }
 
 func vgLen(n int) vg.Length { return vg.Length(n) }
