@@ -10,10 +10,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/tabwriter"
-	"unicode/utf8"
 
 	"github.com/spf13/pflag"
 
@@ -41,19 +39,9 @@ func defaultVecFiles() []string {
 // step of one case (step -1 for a skipped or failed-to-run case).
 type OfficialRecord struct {
 	harness.RunMeta
-	Source       string  `parquet:"source"`
-	VecFile      string  `parquet:"vec_file"`
-	CaseID       string  `parquet:"case_id"`
-	CaseStatus   string  `parquet:"case_status"`
-	Step         int64   `parquet:"step"`
-	OfficialText string  `parquet:"official_text"`
-	OfficialHex  string  `parquet:"official_hex"`
-	LocalText    string  `parquet:"local_text"`
-	LocalHex     string  `parquet:"local_hex"`
-	LocalID      int64   `parquet:"local_id"`
-	LocalLogprob float64 `parquet:"local_logprob"`
-	Match        bool    `parquet:"selected_match"`
-	Failures     string  `parquet:"failures"`
+	Source  string `parquet:"source"`
+	VecFile string `parquet:"vec_file"`
+	vectors.StepRow
 }
 
 type officialFlags struct {
@@ -105,76 +93,22 @@ func runOfficial(args []string, stdout, stderr io.Writer) error {
 			return usageError{fmt.Errorf("official: %w", err)}
 		}
 	}
-	vecPath := f.vec
-	if vecPath == "" {
-		vecPath = os.Getenv(vecEnv)
-	}
-	if vecPath == "" {
-		for _, p := range defaultVecFiles() {
-			if _, err := os.Stat(p); err == nil {
-				vecPath = p
-				break
-			}
-		}
-	}
-	if vecPath == "" {
-		return usageError{fmt.Errorf("official: no fixture: give --vec FILE or set %s", vecEnv)}
+	vecPath, err := findVecFile(f.vec)
+	if err != nil {
+		return err
 	}
 	cases, err := vectors.ReadVecFile(vecPath)
 	if err != nil {
 		return err
 	}
-	for _, id := range f.only {
-		if !slices.ContainsFunc(cases, func(c vectors.VecCase) bool { return c.ID == id }) {
-			return usageError{fmt.Errorf("official: --only %s: no such case in %s", id, vecPath)}
-		}
+	if id := vectors.MissingCase(cases, f.only); id != "" {
+		return usageError{fmt.Errorf("official: --only %s: no such case in %s", id, vecPath)}
 	}
-
-	var (
-		src     vectors.Source
-		meta    harness.MetaOptions
-		workers int
-	)
-	meta.Tool, meta.Args = "ds4-vectors official", append([]string{"ds4-vectors", "official"}, args...)
-	if f.endpoint != "" {
-		if f.model != "" || f.tiny || f.logits != "" {
-			return usageError{errors.New("official: --endpoint excludes -m, --tiny and --save-logits")}
-		}
-		key := f.apiKey
-		if key == "" {
-			key = os.Getenv("OPENAI_API_KEY")
-		}
-		src = &vectors.Endpoint{URL: f.endpoint, Model: f.modelID, APIKey: key}
-		meta.Backend = "endpoint"
-	} else {
-		m, path, err := openVectorModel(f.model, f.tiny)
-		if err != nil {
-			return err
-		}
-		if m.File != nil {
-			defer m.File.Close()
-		}
-		tok, err := tokenizer.Default()
-		if err != nil {
-			return err
-		}
-		be := cpu.New(f.threads)
-		defer be.Close()
-		workers = be.Workers()
-		es := &vectors.EngineSource{Model: m, Backend: be, Tokenizer: tok}
-		if f.logits != "" {
-			if err := os.MkdirAll(f.logits, 0o755); err != nil {
-				return err
-			}
-			es.Logits = func(c vectors.VecCase, step int, l []float32) {
-				if err := appendLogits(filepath.Join(f.logits, c.ID+".f32"), step, l); err != nil {
-					fmt.Fprintf(stderr, "ds4-vectors: %v\n", err)
-				}
-			}
-		}
-		src = es
-		meta.ModelPath, meta.Model, meta.Backend, meta.Threads, meta.Hash = path, m, "cpu", workers, harness.HashQuick
+	src, meta, closeSrc, err := officialSource(f, args, stderr)
+	if err != nil {
+		return err
 	}
+	defer closeSrc()
 	if f.dump != "" {
 		if err := os.MkdirAll(f.dump, 0o755); err != nil {
 			return err
@@ -184,87 +118,150 @@ func runOfficial(args []string, stdout, stderr io.Writer) error {
 		Dir: filepath.Dir(vecPath), Tolerance: f.tolerance, All: f.all, Only: f.only,
 		Progress: func(c vectors.VecCase) { fmt.Fprintf(stderr, "ds4-vectors: vector %s\n", c.ID) },
 	})
+	rows, err := reportOfficial(stdout, f, cases, res)
+	if err != nil {
+		return err
+	}
+	if f.parquet != "" {
+		if err := writeOfficial(f, meta, vecPath, rows, stderr); err != nil {
+			return err
+		}
+	}
+	if _, failed, _ := vectors.Tally(res); failed > 0 {
+		return errFailed
+	}
+	return nil
+}
 
+// findVecFile returns the fixture of an official run: --vec, then
+// $DS4_TEST_VECTOR_FILE, then the first of defaultVecFiles that exists.
+func findVecFile(vec string) (string, error) {
+	if vec == "" {
+		vec = os.Getenv(vecEnv)
+	}
+	if vec == "" {
+		for _, p := range defaultVecFiles() {
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
+			}
+		}
+		return "", usageError{fmt.Errorf("official: no fixture: give --vec FILE or set %s", vecEnv)}
+	}
+	return vec, nil
+}
+
+// officialSource returns the source of an official run of the command
+// line args, --endpoint or the local model, the run metadata's options for
+// it and the function that releases it.
+func officialSource(f officialFlags, args []string, stderr io.Writer) (vectors.Source, harness.MetaOptions, func(), error) {
+	meta := harness.MetaOptions{Tool: "ds4-vectors official", Args: append([]string{"ds4-vectors", "official"}, args...)}
+	if f.endpoint != "" {
+		key := f.apiKey
+		if key == "" {
+			key = os.Getenv("OPENAI_API_KEY")
+		}
+		meta.Backend = "endpoint"
+		return &vectors.Endpoint{URL: f.endpoint, Model: f.modelID, APIKey: key}, meta, func() {}, nil
+	}
+	m, path, err := openVectorModel(f.model, f.tiny)
+	if err != nil {
+		return nil, harness.MetaOptions{}, nil, err
+	}
+	tok, err := tokenizer.Default()
+	if err != nil {
+		if m.File != nil {
+			m.File.Close()
+		}
+		return nil, harness.MetaOptions{}, nil, err
+	}
+	be := cpu.New(f.threads)
+	release := func() {
+		be.Close()
+		if m.File != nil {
+			m.File.Close()
+		}
+	}
+	es := &vectors.EngineSource{Model: m, Backend: be, Tokenizer: tok}
+	if f.logits != "" {
+		if err := os.MkdirAll(f.logits, 0o755); err != nil {
+			release()
+			return nil, harness.MetaOptions{}, nil, err
+		}
+		es.Logits = func(c vectors.VecCase, step int, l []float32) {
+			if err := appendLogits(filepath.Join(f.logits, c.ID+".f32"), step, l); err != nil {
+				fmt.Fprintf(stderr, "ds4-vectors: %v\n", err)
+			}
+		}
+	}
+	meta.ModelPath, meta.Model, meta.Backend, meta.Threads, meta.Hash = path, m, "cpu", be.Workers(), harness.HashQuick
+	return es, meta, release, nil
+}
+
+// reportOfficial prints the table of the results res of cases and their
+// tally, saves each case that ran under --dump, and returns the table's
+// rows.
+func reportOfficial(stdout io.Writer, f officialFlags, cases []vectors.VecCase, res []vectors.CaseResult) ([]vectors.StepRow, error) {
 	byID := map[string]vectors.VecCase{}
 	for _, c := range cases {
 		byID[c.ID] = c
 	}
-	var recs []OfficialRecord
+	var rows []vectors.StepRow
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "case\tstep\tofficial\tlocal\tlocal logprob\tresult")
-	passed, failed, skipped := 0, 0, 0
 	for _, r := range res {
 		c := byID[r.ID]
-		switch r.Status() {
-		case "ok":
-			passed++
-		case "skipped":
-			skipped++
-		default:
-			failed++
-		}
-		if r.Skipped != "" || (r.Err != nil && len(r.Got) == 0) {
-			why := r.Skipped
-			if r.Err != nil {
-				why = r.Err.Error()
-			}
-			fmt.Fprintf(tw, "%s\t-\t\t\t\t%s: %s\n", r.ID, r.Status(), why)
-			recs = append(recs, OfficialRecord{CaseID: r.ID, CaseStatus: r.Status(), Step: -1, Failures: why})
-			continue
-		}
-		if f.dump != "" {
+		if f.dump != "" && r.Ran() {
 			if err := vectors.WriteDump(filepath.Join(f.dump, r.ID+".json"), vectors.NewDump(sourceName(f), c, r.Got, vectors.AcceptTopK)); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		for i, want := range c.Steps {
-			rec := OfficialRecord{CaseID: r.ID, CaseStatus: r.Status(), Step: int64(i), OfficialText: text(want.Selected), OfficialHex: hex.EncodeToString(want.Selected), LocalID: -1}
-			result := "ok"
-			var msgs []string
-			for _, fl := range r.Failures {
-				if fl.Step == i {
-					msgs = append(msgs, fl.Msg)
-				}
-			}
-			if i < len(r.Got) {
-				g := r.Got[i].Selected
-				rec.LocalText, rec.LocalHex, rec.LocalID, rec.LocalLogprob = text(g.Bytes), hex.EncodeToString(g.Bytes), int64(g.ID), g.Logprob
-				rec.Match = string(g.Bytes) == string(want.Selected)
-			}
-			if len(msgs) > 0 {
-				result = "FAIL: " + strings.Join(msgs, "; ")
-				rec.Failures = strings.Join(msgs, "; ")
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%q\t%q\t%.4f\t%s\n", r.ID, i, want.Selected, rec.LocalText, rec.LocalLogprob, result)
-			recs = append(recs, rec)
+		for _, row := range vectors.StepRows(c, r) {
+			printStepRow(tw, row)
+			rows = append(rows, row)
 		}
-		if r.Err != nil {
+		if r.Ran() && r.Err != nil {
 			fmt.Fprintf(tw, "%s\t-\t\t\t\tERROR: %v\n", r.ID, r.Err)
 		}
 	}
 	tw.Flush()
+	passed, failed, skipped := vectors.Tally(res)
 	fmt.Fprintf(stdout, "ds4-vectors: %d passed, %d failed, %d skipped\n", passed, failed, skipped)
+	return rows, nil
+}
 
-	if f.parquet != "" {
-		mt, err := harness.CollectMeta(meta)
-		if err != nil {
-			return err
-		}
-		if f.endpoint != "" {
-			mt.ModelFile, mt.ModelName = f.endpoint, f.modelID
-		}
-		for i := range recs {
-			recs[i].RunMeta, recs[i].Source, recs[i].VecFile = mt, sourceName(f), vecPath
-		}
-		path, err := harness.WriteRun(f.parquet, "vectors", mt, recs)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "ds4-vectors: wrote %s\n", path)
+// printStepRow writes the table line of row.
+func printStepRow(w io.Writer, row vectors.StepRow) {
+	if row.Step < 0 {
+		fmt.Fprintf(w, "%s\t-\t\t\t\t%s: %s\n", row.CaseID, row.CaseStatus, row.Failures)
+		return
 	}
-	if failed > 0 {
-		return errFailed
+	result := "ok"
+	if row.Failures != "" {
+		result = "FAIL: " + row.Failures
 	}
+	official, _ := hex.DecodeString(row.OfficialHex)
+	fmt.Fprintf(w, "%s\t%d\t%q\t%q\t%.4f\t%s\n", row.CaseID, row.Step, official, row.LocalText, row.LocalLogprob, result)
+}
+
+// writeOfficial writes the rows of an official run of the fixture vecPath
+// as Parquet under --parquet.
+func writeOfficial(f officialFlags, opt harness.MetaOptions, vecPath string, rows []vectors.StepRow, stderr io.Writer) error {
+	meta, err := harness.CollectMeta(opt)
+	if err != nil {
+		return err
+	}
+	if f.endpoint != "" {
+		meta.ModelFile, meta.ModelName = f.endpoint, f.modelID
+	}
+	recs := make([]OfficialRecord, len(rows))
+	for i, row := range rows {
+		recs[i] = OfficialRecord{RunMeta: meta, Source: sourceName(f), VecFile: vecPath, StepRow: row}
+	}
+	path, err := harness.WriteRun(f.parquet, "vectors", meta, recs)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "ds4-vectors: wrote %s\n", path)
 	return nil
 }
 
@@ -298,15 +295,6 @@ func sourceName(f officialFlags) string {
 		return f.endpoint
 	}
 	return "ds4-go"
-}
-
-// text returns token bytes as a string, with invalid UTF-8 replaced (the
-// hex column is authoritative).
-func text(b []byte) string {
-	if utf8.Valid(b) {
-		return string(b)
-	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
 // appendLogits writes one step's logits to a raw float32 file, truncating
