@@ -66,37 +66,13 @@ func runStudy(args []string, stdout, stderr io.Writer) error {
 	if err := cli.OutputFile("svg", *chart); err != nil {
 		return usageError{fmt.Errorf("study: %w", err)}
 	}
-	var modes []checkpoint.Mode
-	for _, s := range *recipes {
-		m, err := checkpoint.ParseMode(s)
-		if err != nil {
-			return usageError{err}
-		}
-		if m == checkpoint.ModeLossless || m == checkpoint.ModeF32 {
-			return usageError{fmt.Errorf("study: --recipes %s: the lossless conversion is always measured; give quantized recipes", s)}
-		}
-		modes = append(modes, m)
+	modes, err := harness.ParseStudyRecipes(*recipes)
+	if err != nil {
+		return usageError{fmt.Errorf("study: %w", err)}
 	}
-	path, err := promptFile(*prompts)
+	path, calib, heldout, err := studyPrompts(*prompts, *holdout)
 	if err != nil {
 		return err
-	}
-	ps, err := harness.ReadPromptsJSONL(path)
-	if err != nil {
-		return err
-	}
-	tok, err := tokenizer.Default()
-	if err != nil {
-		return err
-	}
-	var calib, heldout [][]int
-	for i, p := range ps {
-		ids := harness.EncodeChat(tok, "", p.Prompt)
-		if *holdout > 0 && i%*holdout == *holdout-1 {
-			heldout = append(heldout, ids)
-		} else {
-			calib = append(calib, ids)
-		}
 	}
 	be := cpu.New(*threads)
 	defer be.Close()
@@ -111,40 +87,72 @@ func runStudy(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	printStudy(stdout, rows)
-
 	if *chart != "" {
-		var pts []plots.QualityPoint
-		for _, c := range harness.SummarizeStudy(rows) {
-			if c.Recipe == string(checkpoint.ModeLossless) {
-				continue
-			}
-			pt := plots.QualityPoint{Group: c.Case + " " + c.Recipe, Series: "imatrix " + c.Imatrix, MeanKL: c.F32RefMeanKL, Top1: c.F32RefTop1}
-			if *reference == "official" {
-				pt.MeanKL, pt.Top1 = c.OfficialMeanKL, c.OfficialTop1
-			}
-			pts = append(pts, pt)
-		}
-		ch, err := plots.QualityStudy(pts, plots.QualityOptions{Title: "Quantization quality on the oracle cases (prefill)", Reference: *reference})
-		if err != nil {
-			return err
-		}
-		if err := ch.Save(*chart); err != nil {
+		if err := drawStudy(*chart, *reference, rows); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "ds4-vectors: wrote %s\n", *chart)
 	}
 	if *parquetDir != "" {
-		var names []string
-		for _, d := range fs.Args() {
-			names = append(names, filepath.Base(filepath.Clean(d)))
-		}
 		meta.ModelFile, meta.ModelName, meta.Notes = strings.Join(fs.Args(), ","), "oracle", "calibration: "+path
-		p, err := harness.WriteStudyRun(*parquetDir, meta, rows)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "ds4-vectors: wrote %s (cases %s)\n", p, strings.Join(names, ", "))
+		return writeStudy(*parquetDir, meta, fs.Args(), rows, stderr)
 	}
+	return nil
+}
+
+// studyPrompts reads the prompts of --prompts (or the default set, whose
+// path it returns) and splits them into calibration and held-out token
+// sequences.
+func studyPrompts(prompts string, holdout int) (path string, calib, heldout [][]int, err error) {
+	if path, err = promptFile(prompts); err != nil {
+		return "", nil, nil, err
+	}
+	ps, err := harness.ReadPromptsJSONL(path)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	tok, err := tokenizer.Default()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	calib, heldout = harness.SplitHoldout(tok, ps, holdout)
+	return path, calib, heldout, nil
+}
+
+// drawStudy draws the prefill mean KL and same-top-1 of each case and
+// quantized recipe of rows, against reference (f32ref or official), to
+// path.
+func drawStudy(path, reference string, rows []harness.StudyRow) error {
+	var pts []plots.QualityPoint
+	for _, c := range harness.SummarizeStudy(rows) {
+		if c.Recipe == string(checkpoint.ModeLossless) {
+			continue
+		}
+		pt := plots.QualityPoint{Group: c.Case + " " + c.Recipe, Series: "imatrix " + c.Imatrix, MeanKL: c.F32RefMeanKL, Top1: c.F32RefTop1}
+		if reference == "official" {
+			pt.MeanKL, pt.Top1 = c.OfficialMeanKL, c.OfficialTop1
+		}
+		pts = append(pts, pt)
+	}
+	ch, err := plots.QualityStudy(pts, plots.QualityOptions{Title: "Quantization quality on the oracle cases (prefill)", Reference: reference})
+	if err != nil {
+		return err
+	}
+	return ch.Save(path)
+}
+
+// writeStudy writes the study rows of the cases in caseDirs as Parquet
+// under dir.
+func writeStudy(dir string, meta harness.RunMeta, caseDirs []string, rows []harness.StudyRow, stderr io.Writer) error {
+	var names []string
+	for _, d := range caseDirs {
+		names = append(names, filepath.Base(filepath.Clean(d)))
+	}
+	p, err := harness.WriteStudyRun(dir, meta, rows)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "ds4-vectors: wrote %s (cases %s)\n", p, strings.Join(names, ", "))
 	return nil
 }
 
