@@ -151,53 +151,51 @@ func runOracle(args []string, stdout, stderr io.Writer) int {
 	}
 	// Every case loads before the table starts: nothing is printed after
 	// an error.
-	var cases []*vectors.OracleCase
-	for _, dir := range fs.Args() {
-		c, err := vectors.LoadOracle(dir)
-		if err != nil {
-			return status(fmt.Errorf("oracle: %w", err), stderr)
-		}
-		cases = append(cases, c)
+	cases, err := vectors.LoadOracles(fs.Args())
+	if err != nil {
+		return status(fmt.Errorf("oracle: %w", err), stderr)
 	}
 	be := cpu.New(*threads)
 	defer be.Close()
+	failed, err := oracleTable(stdout, stderr, cases, ms, be)
+	if err != nil {
+		return status(err, stderr)
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+// oracleTable runs each of cases in each of modes on be and prints a
+// table line per path; it reports whether a bar was missed, each miss
+// told on stderr.
+func oracleTable(stdout, stderr io.Writer, cases []*vectors.OracleCase, modes []checkpoint.Mode, be *cpu.Backend) (failed bool, err error) {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	defer tw.Flush()
 	fmt.Fprintln(tw, "case\tmode\tpath\tmax|Δ|\tmean KL\tmedian KL\tp90 KL\tmax KL\ttop-1\t\tofficial mean KL\tmax KL\ttop-1\tbars\t")
-	failed := false
 	for _, c := range cases {
-		for _, m := range ms {
+		for _, m := range modes {
 			res, err := vectors.RunOracle(c, m, be)
 			if err != nil {
-				tw.Flush()
-				return status(fmt.Errorf("oracle: %s %s: %w", c.Name, m, err), stderr)
+				return failed, fmt.Errorf("oracle: %s %s: %w", c.Name, m, err)
 			}
-			verdict := "ok"
-			if err := res.Check(); err != nil {
-				verdict = "MISSED"
+			verdict, err := res.Verdict()
+			if err != nil {
 				failed = true
 				fmt.Fprintf(stderr, "ds4-vectors: %v\n", err)
-			} else if m != checkpoint.ModeLossless && m != checkpoint.ModeF32 {
-				verdict = "reported"
 			}
 			for _, p := range res.Paths {
 				a, b := p.VsF32Ref, p.VsOfficial
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%.2e\t%.2e\t%.2e\t%.2e\t%.2e\t%.1f%%\t\t%.3f\t%.3f\t%.1f%%\t%s\t\n",
 					c.Name, m, p.Path, a.MaxAbsDelta, a.MeanKL, a.MedianKL, a.P90KL, a.MaxKL, 100*a.Top1, b.MeanKL, b.MaxKL, 100*b.Top1, verdict)
 			}
-			if len(res.Conv.Fallbacks) > 0 {
-				var names []string
-				for _, f := range res.Conv.Fallbacks {
-					names = append(names, f.Tensor)
-				}
+			if names := res.FallbackTensors(); len(names) > 0 {
 				fmt.Fprintf(stderr, "%s %s: %d tensors stored in a fallback type (%s…)\n", c.Name, m, len(names), strings.Join(names[:min(3, len(names))], ", "))
 			}
 		}
 	}
-	tw.Flush()
-	if failed {
-		return 1
-	}
-	return 0
+	return failed, nil
 }
 
 // checkCaseDir checks that the oracle case directory dir exists.
