@@ -29,11 +29,35 @@ type PrefillOptions struct {
 	AfterChunk func(pos int) error
 }
 
+// Evaluator is a session as the prefill and generate loops drive it:
+// *Session implements it, and so can a session behind another interface
+// (the server's test sessions, say). Logits must return the session's own
+// slice, which a GenerateOptions.Choose may change and restore.
+type Evaluator interface {
+	Context() int
+	Pos() int
+	Prefill(tokens []int) error
+	Decode(token int) error
+	Logits() []float32
+	SetLayerHook(f func())
+	// Layers is the number of layer hook calls per evaluation.
+	Layers() int
+}
+
+// Layers returns the number of layers, the layer hook calls of each
+// evaluation.
+func (s *Session) Layers() int { return s.m.Params.Layers }
+
 // PrefillChunks evaluates tokens at the next positions in chunks, as
 // Prefill does, checking ctx between chunks: when ctx is done it returns
 // context.Cause(ctx) and the session holds the chunks evaluated so far.
 // The result does not depend on how the tokens are split.
 func (s *Session) PrefillChunks(ctx context.Context, tokens []int, opt PrefillOptions) error {
+	return PrefillChunks(ctx, s, tokens, opt)
+}
+
+// PrefillChunks is Session.PrefillChunks on any Evaluator.
+func PrefillChunks(ctx context.Context, s Evaluator, tokens []int, opt PrefillOptions) error {
 	chunk := opt.Chunk
 	if chunk <= 0 {
 		chunk = PrefillChunk
@@ -41,7 +65,7 @@ func (s *Session) PrefillChunks(ctx context.Context, tokens []int, opt PrefillOp
 	if opt.Progress != nil {
 		defer s.SetLayerHook(nil)
 	}
-	layers := s.m.Params.Layers
+	layers := max(1, s.Layers())
 	for done := 0; done < len(tokens); {
 		if err := ctx.Err(); err != nil {
 			return context.Cause(ctx)
@@ -144,6 +168,11 @@ type Generation struct {
 // error only when evaluating a token fails; the Generation then counts
 // the token that failed, which the session does not hold.
 func (s *Session) Generate(ctx context.Context, opt GenerateOptions) (Generation, error) {
+	return Generate(ctx, s, opt)
+}
+
+// Generate is Session.Generate on any Evaluator.
+func Generate(ctx context.Context, s Evaluator, opt GenerateOptions) (Generation, error) {
 	t0 := time.Now()
 	g := Generation{Reason: StopLength, Pending: -1}
 	// k tokens evaluate k-1 of them: the session ends at Pos()+k-1, and at
@@ -155,13 +184,13 @@ func (s *Session) Generate(ctx context.Context, opt GenerateOptions) (Generation
 			break
 		}
 		var tok int
-		switch {
+		switch logits := s.Logits(); {
 		case opt.Choose != nil:
-			tok = opt.Choose(s.logits, g.Tokens)
+			tok = opt.Choose(logits, g.Tokens)
 		case opt.Sampler != nil:
-			tok = opt.Sampler.Sample(s.logits)
+			tok = opt.Sampler.Sample(logits)
 		default:
-			tok = sample.Argmax(s.logits)
+			tok = sample.Argmax(logits)
 		}
 		if g.Tokens == 0 {
 			g.FirstToken = time.Since(t0)

@@ -93,6 +93,31 @@ func TestPrefillChunksStops(t *testing.T) {
 	require.Equal(t, toks, s.Tokens())
 }
 
+// layerless is a session that reports no layers, as a scripted test
+// session may.
+type layerless struct{ *Session }
+
+func (layerless) Layers() int { return 0 }
+
+// TestPrefillChunksLayerless checks PrefillChunks on an Evaluator other
+// than *Session that reports no layers: a chunk counts as done at the first
+// layer hook call instead of dividing by zero.
+func TestPrefillChunksLayerless(t *testing.T) {
+	m := tinyModel(t, layout.RecipeQ2, nil)
+	be := cpu.New(2)
+	defer be.Close()
+	toks := testTokens(30, m.Params.Vocab)
+	s, err := NewSession(m, be, Options{Context: 64})
+	require.NoError(t, err)
+	var progress []int
+	err = PrefillChunks(context.Background(), layerless{s}, toks, PrefillOptions{Chunk: 20, Progress: func(pos int) { progress = append(progress, pos) }})
+	require.NoError(t, err)
+	require.Equal(t, toks, s.Tokens())
+	require.Len(t, progress, 2*m.Params.Layers)
+	require.Equal(t, 20, progress[0])
+	require.Equal(t, 30, progress[len(progress)-1])
+}
+
 // greedyByHand is the decode loop Generate replaces: the most likely token,
 // evaluated, n times, stopping at eos.
 func greedyByHand(t *testing.T, s *Session, n, eos int) []int {
