@@ -2,6 +2,7 @@ package kvcache
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,7 +32,7 @@ type ManagerOptions struct {
 	// Policy holds the save-moment settings.
 	Policy Policy
 	// Chunk is the prefill chunk: progress is reported at absolute
-	// multiples of it. 0 means 2048.
+	// multiples of it. 0 means engine.PrefillChunk.
 	Chunk int
 	// Tools returns the tool-map entries to store with a key text (nil:
 	// no tool maps).
@@ -75,6 +76,9 @@ type Request struct {
 	// tokens done and the prompt length; an error stops the prefill (the
 	// session keeps the prefix done so far).
 	Progress func(done, total int) error
+	// Layer, if set, is called after each layer of each prefill chunk with
+	// the position counted as reached (engine.PrefillOptions.Progress).
+	Layer func(pos int)
 }
 
 // Result describes a Sync.
@@ -133,7 +137,7 @@ type Manager struct {
 // NewManager returns a Manager of the session s.
 func NewManager(s *engine.Session, opt ManagerOptions) *Manager {
 	if opt.Chunk <= 0 {
-		opt.Chunk = 2048
+		opt.Chunk = engine.PrefillChunk
 	}
 	log := opt.Logger
 	if log == nil {
@@ -262,7 +266,7 @@ func (m *Manager) Sync(req Request) (Result, error) {
 	if res.Source == SourceCold && m.opt.Cache != nil {
 		if b := m.opt.Policy.ColdBoundary(prompt, m.user, m.assistant); b > 0 {
 			old := m.cont.Suppress(b)
-			if err := m.advance(prompt[:b], len(prompt), req.Progress, &res); err != nil {
+			if err := m.advance(prompt[:b], len(prompt), req, &res); err != nil {
 				return res, err
 			}
 			if st, ok := m.save(ReasonCold, Key{}); ok {
@@ -273,7 +277,7 @@ func (m *Manager) Sync(req Request) (Result, error) {
 			}
 		}
 	}
-	if err := m.advance(prompt, len(prompt), req.Progress, &res); err != nil {
+	if err := m.advance(prompt, len(prompt), req, &res); err != nil {
 		return res, err
 	}
 	res.Prompt = m.sess.Tokens()
@@ -336,34 +340,41 @@ func (m *Manager) fromDisk(req Request, res *Result) []int {
 
 // advance prefills prompt[pos:end] in chunks ending at absolute multiples
 // of the chunk and at continued frontiers, saving continued checkpoints.
-func (m *Manager) advance(prompt []int, total int, progress func(done, total int) error, res *Result) error {
+func (m *Manager) advance(prompt []int, total int, req Request, res *Result) error {
 	step := 0
 	if m.opt.Cache != nil {
 		step = m.opt.Policy.ContinuedStep()
 	}
-	for m.sess.Pos() < len(prompt) {
-		pos := m.sess.Pos()
-		next := (pos/m.opt.Chunk + 1) * m.opt.Chunk
-		if step > 0 {
-			next = min(next, (pos/step+1)*step)
-		}
-		next = min(next, len(prompt))
-		if err := m.sess.Prefill(prompt[pos:next]); err != nil {
-			m.Invalidate()
-			return fmt.Errorf("kvcache: prefill: %w", err)
-		}
-		res.Prefilled += next - pos
-		m.count(func(s *Stats) { s.PrefilledTokens += int64(next - pos) })
-		if st, ok := m.maybeContinued(); ok {
-			res.Saved = append(res.Saved, st)
-		}
-		if progress != nil {
-			if err := progress(next, total); err != nil {
-				return err
+	from := m.sess.Pos()
+	var stopped error
+	err := m.sess.PrefillChunks(context.Background(), prompt[from:], engine.PrefillOptions{
+		Chunk: m.opt.Chunk,
+		End: func(pos int) int {
+			next := (pos/m.opt.Chunk + 1) * m.opt.Chunk
+			if step > 0 {
+				next = min(next, (pos/step+1)*step)
 			}
-		}
+			return next
+		},
+		Progress: req.Layer,
+		AfterChunk: func(pos int) error {
+			res.Prefilled += pos - from
+			m.count(func(s *Stats) { s.PrefilledTokens += int64(pos - from) })
+			from = pos
+			if st, ok := m.maybeContinued(); ok {
+				res.Saved = append(res.Saved, st)
+			}
+			if req.Progress != nil {
+				stopped = req.Progress(pos, total)
+			}
+			return stopped
+		},
+	})
+	if err != nil && stopped == nil {
+		m.Invalidate()
+		return fmt.Errorf("kvcache: prefill: %w", err)
 	}
-	return nil
+	return err
 }
 
 // maybeContinued stores a continued checkpoint when the live session is

@@ -29,12 +29,12 @@ func TestManagerLadder(t *testing.T) {
 
 	textA := conversation(2)
 	toksA := tk.EncodeSpecial(textA)
-	var progress []int
+	var progress, layers []int
 	r, err := m.Sync(Request{Text: textA, Tokens: toksA, Progress: func(done, total int) error {
 		require.Equal(t, len(toksA), total)
 		progress = append(progress, done)
 		return nil
-	}})
+	}, Layer: func(pos int) { layers = append(layers, pos) }})
 	require.NoError(t, err)
 	require.Equal(t, SourceCold, r.Source)
 	require.Equal(t, MissNoLive, r.Miss)
@@ -45,6 +45,9 @@ func TestManagerLadder(t *testing.T) {
 	require.Equal(t, 48, r.Saved[1].Tokens, "continued save at the aligned frontier")
 	require.Equal(t, r.Saved[0].SHA, r.Saved[1].Parent)
 	require.Equal(t, []int{anchor, 32, 48, len(toksA)}, progress)
+	require.Len(t, layers, len(progress)*m.Session().Layers(), "Layer after each layer of each chunk")
+	require.True(t, slices.IsSorted(layers))
+	require.Equal(t, len(toksA), layers[len(layers)-1])
 	requireBits(t, refLogits(t, toksA), m.Session().Logits(), "cold sync")
 
 	// The model answers; the next request carries the answer as text.
