@@ -163,6 +163,7 @@ func (s *scriptSession) Reset() {
 }
 
 func (s *scriptSession) SetLayerHook(f func()) { s.hook = f }
+func (s *scriptSession) Layers() int           { return s.layers }
 
 func (s *scriptSession) Prefill(tokens []int) error {
 	steps := max(1, s.layers)

@@ -10,14 +10,6 @@ import (
 	"github.com/ds4-go/ds4/engine/kvcache"
 )
 
-// TestDefaultPrefillChunk keeps the server's prefill step at the engine's
-// chunk; the server package does not import the engine.
-func TestDefaultPrefillChunk(t *testing.T) {
-	if DefaultPrefillChunk != engine.PrefillChunk {
-		t.Errorf("DefaultPrefillChunk = %d, engine.PrefillChunk = %d", DefaultPrefillChunk, engine.PrefillChunk)
-	}
-}
-
 func TestDiskKVCache(t *testing.T) {
 	tok := testTokenizer(t)
 	policy := kvcache.Policy{MinTokens: 8, ColdMaxTokens: 10000}

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/kvcache"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 )
@@ -26,7 +27,6 @@ const (
 	DefaultQueueSize    = 16
 	DefaultMaxBodyBytes = 64 << 20
 	DefaultKeepAlive    = 5 * time.Second
-	DefaultPrefillChunk = 1024 // engine.PrefillChunk: smaller steps would split the engine's chunks
 	DefaultWriteTimeout = 10 * time.Second
 	// DefaultReadTimeout bounds the time a client has to send a request,
 	// headers and body.
@@ -53,8 +53,11 @@ type Session interface {
 	// Reset empties the session.
 	Reset()
 	// SetLayerHook makes the session call f after each layer it evaluates
-	// (nil: stop); the worker sends keep-alives from it during prefill.
+	// (nil: stop); engine.PrefillChunks reports the prefill's progress,
+	// and so the worker's keep-alives, from it.
 	SetLayerHook(f func())
+	// Layers returns the number of layer hook calls per evaluation.
+	Layers() int
 }
 
 // KVCache is the disk KV cache manager the worker syncs prompts through;
@@ -111,7 +114,8 @@ type Config struct {
 	// request waits in the queue or in a long prefill.
 	KeepAlive time.Duration
 	// PrefillChunk is the number of prompt tokens evaluated between
-	// cancellation checks (keep-alives come between layers too).
+	// cancellation checks (keep-alives come between layers too); 0 means
+	// engine.PrefillChunk.
 	PrefillChunk int
 	// WriteTimeout bounds each write to a client.
 	WriteTimeout time.Duration
@@ -194,7 +198,7 @@ func New(cfg Config) (*Server, error) {
 	setDefault(&cfg.QueueSize, DefaultQueueSize)
 	setDefault(&cfg.MaxBodyBytes, DefaultMaxBodyBytes)
 	setDefault(&cfg.KeepAlive, DefaultKeepAlive)
-	setDefault(&cfg.PrefillChunk, DefaultPrefillChunk)
+	setDefault(&cfg.PrefillChunk, engine.PrefillChunk)
 	setDefault(&cfg.WriteTimeout, DefaultWriteTimeout)
 	setDefault(&cfg.ReadTimeout, DefaultReadTimeout)
 	setDefault(&cfg.MaxConnections, DefaultMaxConnections)

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/dsml"
 	"github.com/ds4-go/ds4/engine/kvcache"
 	"github.com/ds4-go/ds4/engine/prompt"
@@ -337,11 +338,12 @@ func (g *gen) run() {
 }
 
 // sync brings the session to the planned prompt, prefilling in chunks so
-// that a client that leaves stops it and long prefills send keep-alives.
-// With a disk KV cache the cache manager decides how unless the plan is a
-// protocol continuation; it returns the plan carried out.
+// that a client that leaves stops it and long prefills send keep-alives,
+// between chunks and between the layers of one. With a disk KV cache the
+// cache manager decides how unless the plan is a protocol continuation; it
+// returns the plan carried out.
 func (g *gen) sync(p plan) (plan, error) {
-	keepAlive := func() {
+	keepAlive := func(int) {
 		if sse := g.j.sse; sse != nil && time.Since(sse.lastWrite(g.j.queued)) >= g.s.cfg.KeepAlive {
 			sse.comment("prefill")
 		}
@@ -351,19 +353,15 @@ func (g *gen) sync(p plan) (plan, error) {
 			return errors.New(why)
 		}
 		if done < total {
-			keepAlive()
+			keepAlive(done)
 		}
 		return nil
 	}
-	// A prefill step of a large model takes many keep-alive intervals;
-	// its layers do not.
-	g.s.sess.SetLayerHook(keepAlive)
-	defer g.s.sess.SetLayerHook(nil)
 	if err := progress(0, 1); err != nil {
 		return p, err
 	}
 	if kv := g.s.cfg.KVCache; kv != nil {
-		req := kvcache.Request{Text: g.r.rendered, Client: g.r.client, Tokens: g.r.tokens, Progress: progress}
+		req := kvcache.Request{Text: g.r.rendered, Client: g.r.client, Tokens: g.r.tokens, Progress: progress, Layer: keepAlive}
 		if p.protocol() {
 			req.Tokens = p.tokens
 		}
@@ -380,15 +378,14 @@ func (g *gen) sync(p plan) (plan, error) {
 	if p.reuse == 0 && sess.Pos() > 0 {
 		sess.Reset()
 	}
-	for done := p.reuse; done < len(p.tokens); {
-		n := min(g.s.cfg.PrefillChunk, len(p.tokens)-done)
-		if err := sess.Prefill(p.tokens[done : done+n]); err != nil {
-			return p, fmt.Errorf("prefill: %w", err)
-		}
-		done += n
-		if err := progress(done, len(p.tokens)); err != nil {
-			return p, err
-		}
+	total := len(p.tokens)
+	err := engine.PrefillChunks(g.j.ctx, sess, p.tokens[p.reuse:], engine.PrefillOptions{
+		Chunk:      g.s.cfg.PrefillChunk,
+		Progress:   keepAlive,
+		AfterChunk: func(pos int) error { return progress(pos, total) },
+	})
+	if err != nil {
+		return p, fmt.Errorf("prefill: %w", err)
 	}
 	return p, nil
 }
@@ -400,7 +397,6 @@ var thinkingParams = sample.Params{Temperature: 1, TopK: 0, TopP: 1, MinP: 0.05}
 // generate runs the decode loop (spec §8.2).
 func (g *gen) generate() {
 	s, r := g.s, g.r
-	sess := s.sess
 	limit := g.tokenLimit()
 	sampler := sample.New(r.sampling)
 	base := sampler.Params()
@@ -409,73 +405,104 @@ func (g *gen) generate() {
 	}
 	t0 := time.Now()
 	defer func() { g.decode = time.Since(t0) }()
-	for g.completion < limit {
-		if why := g.cancelled(); why != "" {
-			g.finish, g.errMsg = "error", why
-			if g.j.ctx.Err() != nil || g.j.sse != nil && g.j.sse.err != nil {
-				s.stats.cancelled.Add(1)
-			}
-			break
-		}
-		p := base
-		if g.tracker != nil && g.tracker.State().Greedy() {
-			p.Temperature = 0
-		}
-		// logit_bias changes the session's logits only while this token
-		// is chosen: a disk checkpoint saved with the next evaluation must
-		// hold the model's own.
-		logits := sess.Logits()
-		g.biasSaved = applyBias(logits, r.logitBias, g.biasSaved)
-		var tok int
-		if g.force != nil && !g.force.failed {
-			tok = g.force.next(sampler, logits, p, limit-g.completion)
-		} else {
-			tok = sampler.SampleWith(logits, p)
-		}
-		if r.logprobs && tok != s.eos {
-			g.recordLogprobs(logits, tok)
-		}
-		restoreBias(logits, r.logitBias, g.biasSaved)
-		if tok == s.eos {
-			g.finish = "stop"
-			break
-		}
-		g.completion++
-		if g.completion == 1 {
-			g.firstToken = time.Since(t0)
-		}
-		text := s.tok.TokenBytes(tok)
-		prev := len(g.raw)
-		g.raw = append(g.raw, text...)
-		if g.tracker != nil {
-			g.tracker.Write(string(text))
-		}
-		if g.force != nil {
-			g.force.advance(text)
-		}
-		end := g.completion >= limit
-		if g.checkStops(prev) {
-			g.finish, end = "stop", true
-		} else if g.tracker != nil && g.tracker.Closed() {
-			g.finish, end = "tool_calls", true
-		}
-		g.flush(false)
-		if end {
-			g.pending = tok
-			break
-		}
-		if err := s.evaluate(tok, g.tracker == nil || !g.tracker.Opened() && !g.tracker.State().InBlock()); err != nil {
-			g.finish, g.errMsg = "error", err.Error()
-			break
-		}
+	// The context ends the loop when the client leaves, the server shuts
+	// down or a stream write fails.
+	ctx, cancel := context.WithCancel(g.j.ctx)
+	defer cancel()
+	defer context.AfterFunc(s.base, cancel)()
+	if g.cancelled() != "" {
+		cancel()
 	}
-	if g.finish == "" {
+	var evalErr error
+	res, _ := engine.Generate(ctx, s.sess, engine.GenerateOptions{
+		MaxTokens: limit,
+		EOS:       s.eos,
+		Choose: func(logits []float32, n int) int {
+			return g.choose(sampler, base, logits, limit-n)
+		},
+		Token: func(tok, n int) bool {
+			g.completion = n
+			stop := g.token(tok)
+			if g.cancelled() != "" {
+				cancel()
+			}
+			return stop
+		},
+		Evaluate: func(tok int) error {
+			evalErr = s.evaluate(tok, g.tracker == nil || !g.tracker.Opened() && !g.tracker.State().InBlock())
+			return evalErr
+		},
+	})
+	if res.Tokens > 0 {
+		g.firstToken = res.FirstToken
+	}
+	g.pending = res.Pending
+	switch {
+	case evalErr != nil:
+		g.finish, g.errMsg = "error", evalErr.Error()
+	case res.Reason == engine.StopCancelled:
+		g.finish, g.errMsg = "error", g.cancelled()
+		if g.j.ctx.Err() != nil || g.j.sse != nil && g.j.sse.err != nil {
+			s.stats.cancelled.Add(1)
+		}
+	case res.Reason == engine.StopEOS:
+		g.finish = "stop"
+	case res.Reason == engine.StopLength:
 		g.finish = "length"
 	}
 	g.flush(true)
 	if g.stream != nil {
 		g.em.events(g, g.stream.Close())
 	}
+}
+
+// choose picks the next token from logits: logit_bias, greedy decoding
+// inside DSML structure and a forced tool choice apply, and its logprobs
+// are recorded when asked for. left is the tokens the turn may still
+// generate.
+func (g *gen) choose(sampler *sample.Sampler, base sample.Params, logits []float32, left int) int {
+	r := g.r
+	p := base
+	if g.tracker != nil && g.tracker.State().Greedy() {
+		p.Temperature = 0
+	}
+	// logit_bias changes the session's logits only while this token is
+	// chosen: a disk checkpoint saved with the next evaluation must hold
+	// the model's own.
+	g.biasSaved = applyBias(logits, r.logitBias, g.biasSaved)
+	var tok int
+	if g.force != nil && !g.force.failed {
+		tok = g.force.next(sampler, logits, p, left)
+	} else {
+		tok = sampler.SampleWith(logits, p)
+	}
+	if r.logprobs && tok != g.s.eos {
+		g.recordLogprobs(logits, tok)
+	}
+	restoreBias(logits, r.logitBias, g.biasSaved)
+	return tok
+}
+
+// token takes a generated token into the reply and streams what is safe
+// to stream; it reports whether the reply ends with it (a stop sequence
+// or the end of a tool-call block).
+func (g *gen) token(tok int) (end bool) {
+	text := g.s.tok.TokenBytes(tok)
+	prev := len(g.raw)
+	g.raw = append(g.raw, text...)
+	if g.tracker != nil {
+		g.tracker.Write(string(text))
+	}
+	if g.force != nil {
+		g.force.advance(text)
+	}
+	if g.checkStops(prev) {
+		g.finish, end = "stop", true
+	} else if g.tracker != nil && g.tracker.Closed() {
+		g.finish, end = "tool_calls", true
+	}
+	g.flush(false)
+	return end
 }
 
 // tokenLimit returns how many tokens the turn may generate.

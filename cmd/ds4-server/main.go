@@ -378,7 +378,7 @@ func openKVCache(o *options, m *engine.Model, tok *tokenizer.Tokenizer, sess *en
 	if err != nil {
 		return nil, nil, err
 	}
-	mo := kvcache.ManagerOptions{Cache: store, Tokenizer: tok, Policy: o.kvPolicy, Chunk: server.DefaultPrefillChunk, Logger: slogger}
+	mo := kvcache.ManagerOptions{Cache: store, Tokenizer: tok, Policy: o.kvPolicy, Logger: slogger}
 	if !o.noReplay {
 		mo.Tools = tools
 	}
