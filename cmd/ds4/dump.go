@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -37,34 +38,38 @@ func dumpLogprobs(path string, s *engine.Session, tok *tokenizer.Tokenizer, prom
 	}
 	eos := tok.Special(tokenizer.EOS)
 	var top []sample.TokenLogprob
-	for step := range steps {
-		logits := s.Logits()
-		lse := sample.LogSumExp(logits)
-		top = sample.TopLogprobs(logits, k, top[:0])
-		selected := sample.Argmax(logits)
-		if step > 0 {
-			w.WriteString(",\n")
-		}
-		fmt.Fprintf(w, "    {\"step\":%d,\"selected\":", step)
-		writeDumpToken(w, tok, selected)
-		w.WriteString(",\"top_logprobs\":[")
-		for i, t := range top {
-			if i > 0 {
-				w.WriteByte(',')
+	// The EOS step is recorded, so EOS is a token that stops generation
+	// rather than Generate's EOS, which it would not show.
+	_, err = s.Generate(context.Background(), engine.GenerateOptions{
+		MaxTokens: steps,
+		EOS:       -1,
+		Choose: func(logits []float32, step int) int {
+			lse := sample.LogSumExp(logits)
+			top = sample.TopLogprobs(logits, k, top[:0])
+			selected := sample.Argmax(logits)
+			if step > 0 {
+				w.WriteString(",\n")
 			}
-			w.WriteString("{\"token\":")
-			writeDumpToken(w, tok, t.ID)
-			logit := logits[t.ID]
-			fmt.Fprintf(w, ",\"logit\":%s,\"logprob\":%s}", cFloat(float64(logit)), cFloat(float64(logit)-lse))
-		}
-		w.WriteString("]}")
-		if selected == eos {
-			break
-		}
-		if err := s.Decode(selected); err != nil {
-			f.Close()
-			return fmt.Errorf("--dump-logprobs: decode: %w", err)
-		}
+			fmt.Fprintf(w, "    {\"step\":%d,\"selected\":", step)
+			writeDumpToken(w, tok, selected)
+			w.WriteString(",\"top_logprobs\":[")
+			for i, t := range top {
+				if i > 0 {
+					w.WriteByte(',')
+				}
+				w.WriteString("{\"token\":")
+				writeDumpToken(w, tok, t.ID)
+				logit := logits[t.ID]
+				fmt.Fprintf(w, ",\"logit\":%s,\"logprob\":%s}", cFloat(float64(logit)), cFloat(float64(logit)-lse))
+			}
+			w.WriteString("]}")
+			return selected
+		},
+		Token: func(selected, _ int) bool { return selected == eos },
+	})
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("--dump-logprobs: %w", err)
 	}
 	w.WriteString("\n  ]\n}\n")
 	if err := w.Flush(); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -106,6 +107,12 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 		return usageError{errors.New(`-p "": the prompt is empty`)}
 	}
 
+	return runOneShot(&g, text, stdout, stderr, h)
+}
+
+// runOneShot answers one prompt: it prefills the rendered chat and streams
+// the answer to stdout, or writes --dump-logprobs.
+func runOneShot(g *genFlags, text string, stdout, stderr io.Writer, h replHooks) (err error) {
 	m, tok, err := g.load(stderr)
 	if err != nil {
 		return err
@@ -144,7 +151,7 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	tr.tokens("prefill_suffix", 0, ids)
 	fmt.Fprintf(stderr, "ds4: processing %d input tokens\n", len(ids))
 	start := time.Now()
-	if _, err := prefill(s, m.Params.Layers, ids, stderr, nil); err != nil {
+	if err := prefill(context.Background(), s, ids, stderr, nil); err != nil {
 		return err
 	}
 	prefillTime := time.Since(start)
@@ -155,29 +162,27 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 		fmt.Fprintf(stderr, "ds4: wrote %s\n", g.dumpLogprobs)
 		return nil
 	}
-
-	sampler := g.sampler()
 	out := newPrinter(stdout, tok, think != prompt.ThinkOff)
-	limit := min(g.tokens, g.ctx-s.Pos()-1)
-	eos := tok.Special(tokenizer.EOS)
-	start = time.Now()
-	n, stop := 0, "limit"
-	for ; n < limit; n++ {
-		next := sampler.Sample(s.Logits())
-		if next == eos {
-			stop = "eos"
-			break
-		}
-		out.token(next)
-		tr.token(s.Pos(), next)
-		if err := s.Decode(next); err != nil {
-			return err
-		}
+	gen, err := s.Generate(context.Background(), engine.GenerateOptions{
+		MaxTokens: min(g.tokens, g.ctx-s.Pos()-1),
+		EOS:       tok.Special(tokenizer.EOS),
+		Sampler:   g.sampler(),
+		Token: func(next, _ int) bool {
+			out.token(next)
+			tr.token(s.Pos(), next)
+			return false
+		},
+	})
+	if err != nil {
+		return err
 	}
-	gen := time.Since(start)
 	out.finish()
-	tr.event("end turn=1 generated=%d stop=%s", n, stop)
-	fmt.Fprintf(stderr, "ds4: prefill: %.2f t/s, generation: %.2f t/s\n", float64(len(ids))/prefillTime.Seconds(), float64(n)/gen.Seconds())
+	stop := "limit"
+	if gen.Reason == engine.StopEOS {
+		stop = "eos"
+	}
+	tr.event("end turn=1 generated=%d stop=%s", gen.Tokens, stop)
+	fmt.Fprintf(stderr, "ds4: prefill: %.2f t/s, generation: %.2f t/s\n", float64(len(ids))/prefillTime.Seconds(), float64(gen.Tokens)/gen.Elapsed.Seconds())
 	return nil
 }
 

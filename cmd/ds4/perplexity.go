@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -68,7 +69,7 @@ func runPerplexity(g *genFlags, path string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, err := prefill(s, m.Params.Layers, ids[:perplexityPrefix], stderr, nil); err != nil {
+	if err := prefill(context.Background(), s, ids[:perplexityPrefix], stderr, nil); err != nil {
 		return err
 	}
 	bar := progress.New(stderr, "ds4: perplexity", int64(scored), " tok")

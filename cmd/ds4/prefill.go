@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -19,49 +20,45 @@ import (
 // last token), small beside a chunk of tokens through every layer.
 const prefillStep = engine.PrefillChunk
 
-// prefill evaluates ids on s, a session of a model of layers layers, in
-// steps of prefillStep tokens, drawing a progress bar on stderr when there
-// is more than one step. stop, when not nil, is asked between steps;
-// prefill returns true when it said to stop, leaving the session with the
-// tokens evaluated so far.
-func prefill(s *engine.Session, layers int, ids []int, stderr io.Writer, stop func() bool) (bool, error) {
+// prefill evaluates ids on s in steps of prefillStep tokens, drawing a
+// progress bar on stderr when there is more than one step. after, when not
+// nil, is called after each step with the session's position. When ctx is
+// done between steps, prefill returns an error wrapping its cause and the
+// session holds the steps evaluated so far.
+func prefill(ctx context.Context, s *engine.Session, ids []int, stderr io.Writer, after func(pos int)) error {
 	if len(ids) <= prefillStep {
-		return prefillSteps(s, layers, ids, nil, stop)
+		return prefillSteps(ctx, s, ids, nil, after)
 	}
 	bar := progress.New(stderr, "ds4: prefill", int64(len(ids)), "")
 	defer bar.Finish()
-	return prefillSteps(s, layers, ids, bar.Add, stop)
+	return prefillSteps(ctx, s, ids, bar.Add, after)
 }
 
 // prefillSteps is prefill reporting its progress to add, when not nil,
 // layer by layer: a step of the full model takes about a minute on a
 // small CPU, too long for a bar that moves once per step.
-func prefillSteps(s *engine.Session, layers int, ids []int, add func(int64), stop func() bool) (bool, error) {
-	for start := 0; start < len(ids); start += prefillStep {
-		if start > 0 && stop != nil && stop() {
-			return true, nil
-		}
-		step := ids[start:min(len(ids), start+prefillStep)]
-		// After layer l of the step, l/layers of its tokens count as done.
-		done, layer := 0, 0
-		if add != nil {
-			s.SetLayerHook(func() {
-				layer++
-				n := len(step) * min(layer, layers) / layers
-				add(int64(n - done))
-				done = n
-			})
-		}
-		err := s.Prefill(step)
-		s.SetLayerHook(nil)
-		if err != nil {
-			return false, fmt.Errorf("prefill: %w", err)
-		}
-		if add != nil && done < len(step) {
-			add(int64(len(step) - done))
+func prefillSteps(ctx context.Context, s *engine.Session, ids []int, add func(int64), after func(pos int)) error {
+	done := s.Pos()
+	report := func(pos int) {
+		if add != nil && pos > done {
+			add(int64(pos - done))
+			done = pos
 		}
 	}
-	return false, nil
+	opt := engine.PrefillOptions{Chunk: prefillStep, AfterChunk: func(pos int) error {
+		report(pos)
+		if after != nil {
+			after(pos)
+		}
+		return nil
+	}}
+	if add != nil {
+		opt.Progress = report
+	}
+	if err := s.PrefillChunks(ctx, ids, opt); err != nil {
+		return fmt.Errorf("prefill: %w", err)
+	}
+	return nil
 }
 
 // logContextMemory reports the session buffers a context of ctx tokens

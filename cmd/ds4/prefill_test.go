@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"testing"
 
@@ -20,7 +21,8 @@ func prefillTokens(n, vocab int) []int {
 }
 
 // TestPrefillSteps checks that prefilling in steps leaves the same logits
-// as one whole prefill, and that stop ends it between steps.
+// as one whole prefill, and that a context cancelled after a step ends it
+// there.
 func TestPrefillSteps(t *testing.T) {
 	m, err := engine.OpenTiny()
 	require.NoError(t, err)
@@ -32,20 +34,23 @@ func TestPrefillSteps(t *testing.T) {
 	require.NoError(t, whole.Prefill(ids))
 	stepped, err := engine.NewSession(m, be, engine.Options{Context: 4 * prefillStep})
 	require.NoError(t, err)
-	stopped, err := prefill(stepped, m.Params.Layers, ids, io.Discard, func() bool { return false })
-	require.NoError(t, err)
-	require.False(t, stopped)
+	require.NoError(t, prefill(context.Background(), stepped, ids, io.Discard, func(int) {}))
 	require.Equal(t, whole.Logits(), stepped.Logits())
 
 	stepped.Reset()
 	asked := 0
-	stopped, err = prefill(stepped, m.Params.Layers, ids, io.Discard, func() bool { asked++; return asked == 2 })
-	require.NoError(t, err)
-	require.True(t, stopped)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err = prefill(ctx, stepped, ids, io.Discard, func(int) {
+		if asked++; asked == 2 {
+			cancel()
+		}
+	})
+	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, 2*prefillStep, stepped.Pos())
 
 	stepped.Reset()
-	_, err = prefill(stepped, m.Params.Layers, append(ids, m.Params.Vocab), io.Discard, nil)
+	err = prefill(context.Background(), stepped, append(ids, m.Params.Vocab), io.Discard, nil)
 	require.ErrorContains(t, err, "prefill: engine: token")
 }
 
@@ -57,14 +62,12 @@ func TestPrefillProgress(t *testing.T) {
 	require.NoError(t, err)
 	be := cpu.New(0)
 	defer be.Close()
-	layers := m.Params.Layers
 	ids := prefillTokens(prefillStep+prefillStep/2, m.Params.Vocab)
 	s, err := engine.NewSession(m, be, engine.Options{Context: 2*prefillStep + 8})
 	require.NoError(t, err)
 	var adds []int64
-	stopped, err := prefillSteps(s, layers, ids, func(n int64) { adds = append(adds, n) }, nil)
-	require.NoError(t, err)
-	require.False(t, stopped)
+	require.NoError(t, prefillSteps(context.Background(), s, ids, func(n int64) { adds = append(adds, n) }, nil))
+	layers := m.Params.Layers
 	require.Len(t, adds, 2*layers, "one report per layer of each step")
 	var first, second int64
 	for i, n := range adds {
@@ -103,7 +106,7 @@ func BenchmarkPrefill(b *testing.B) {
 	b.Run("stepped", func(b *testing.B) {
 		for b.Loop() {
 			s.Reset()
-			if _, err := prefill(s, m.Params.Layers, ids, io.Discard, nil); err != nil {
+			if err := prefill(context.Background(), s, ids, io.Discard, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -301,8 +302,16 @@ func (r *repl) turn(text string) {
 	} else {
 		r.transcript = append(r.transcript, r.tok.Special(tokenizer.ThinkEnd))
 	}
-	interrupted, err := r.sync(think)
-	if err != nil {
+	// Ctrl+C, looked for between prefill steps and between tokens,
+	// cancels the turn's context.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	poll := func() {
+		if r.interrupted() {
+			cancel()
+		}
+	}
+	if err := r.sync(ctx, think, poll); err != nil {
 		r.transcript = r.transcript[:mark]
 		fmt.Fprintf(r.stderr, "ds4: %v\n", err)
 		r.trace.event("end turn=%d generated=0 stop=error", r.turns)
@@ -310,64 +319,89 @@ func (r *repl) turn(text string) {
 	}
 
 	out := newPrinter(r.stdout, r.tok, think.Enabled())
-	eos := r.tok.Special(tokenizer.EOS)
-	limit := min(r.g.tokens, r.s.Context()-r.s.Pos()-1)
 	start := time.Now()
-	n, stop := 0, "limit"
-	for ; n < limit; n++ {
-		if r.hooks.beforeToken != nil {
-			r.hooks.beforeToken(n)
-		}
-		if interrupted || r.interrupted() {
-			interrupted = true
-			break
-		}
-		next := r.sampler.Sample(r.s.Logits())
-		if next == eos {
-			stop = "eos"
-			break
-		}
-		out.token(next)
-		r.trace.token(len(r.transcript), next)
-		r.transcript = append(r.transcript, next)
-		if err := r.s.Decode(next); err != nil {
-			fmt.Fprintf(r.stderr, "ds4: %v\n", err)
-			stop = "error"
-			break
-		}
-	}
+	n, stop := r.answer(ctx, out, poll)
 	r.genTime += time.Since(start)
 	r.genTokens += n
 	out.finish()
-	if interrupted {
-		stop = "interrupt"
-	}
 	r.trace.event("end turn=%d generated=%d stop=%s", r.turns, n, stop)
-	if interrupted && n == 0 {
+	if stop == "interrupt" && n == 0 {
 		r.transcript = r.transcript[:mark]
 		r.rewind()
 		fmt.Fprintln(r.stderr, "ds4: interrupted")
 		return
 	}
-	if interrupted {
+	if stop == "interrupt" {
 		fmt.Fprintln(r.stderr, "ds4: interrupted; keeping the partial answer")
 	}
 	fmt.Fprintf(r.stderr, "ds4: generated %d tokens\n", n)
 	// EOS closes the answer; it is evaluated with the next turn.
-	r.transcript = append(r.transcript, eos)
+	r.transcript = append(r.transcript, r.tok.Special(tokenizer.EOS))
+}
+
+// answer generates the answer to the transcript, printing it to out and
+// appending it to the transcript, every token evaluated; poll is called
+// before each token is chosen. It returns the number of tokens generated
+// and why it stopped: "eos", "limit", "interrupt" (ctx was done) or
+// "error".
+func (r *repl) answer(ctx context.Context, out *printer, poll func()) (int, string) {
+	next := func(n int) {
+		if r.hooks.beforeToken != nil {
+			r.hooks.beforeToken(n)
+		}
+		poll()
+	}
+	next(0)
+	n := 0
+	var err error
+	g, _ := r.s.Generate(ctx, engine.GenerateOptions{
+		MaxTokens: min(r.g.tokens, r.s.Context()-r.s.Pos()-1),
+		EOS:       r.tok.Special(tokenizer.EOS),
+		Sampler:   r.sampler,
+		Token: func(tok, k int) bool {
+			out.token(tok)
+			r.trace.token(len(r.transcript), tok)
+			r.transcript = append(r.transcript, tok)
+			n = k
+			return false
+		},
+		Evaluate: func(tok int) error {
+			if err = r.s.Decode(tok); err != nil {
+				return err
+			}
+			next(n)
+			return nil
+		},
+	})
+	if err == nil && g.Pending >= 0 {
+		// The chat evaluates its whole answer: the next turn then
+		// prefills only EOS and the new message.
+		err = r.s.Decode(g.Pending)
+	}
+	switch {
+	case err != nil:
+		fmt.Fprintf(r.stderr, "ds4: %v\n", err)
+		return n - 1, "error"
+	case g.Reason == engine.StopCancelled, n == 0 && ctx.Err() != nil:
+		return n, "interrupt"
+	case g.Reason == engine.StopEOS:
+		return n, "eos"
+	}
+	return n, "limit"
 }
 
 // sync brings the session up to the transcript, reusing the evaluated
-// tokens when they are a prefix of it and starting over otherwise. Ctrl+C
-// stops it between prefill steps; it then reports true, and rewind takes
-// the session back to where it was. Errors leave the session as it was.
-func (r *repl) sync(think prompt.Think) (bool, error) {
+// tokens when they are a prefix of it and starting over otherwise; after
+// each prefill step it calls after. A prefill that ctx stopped leaves the
+// session where it stopped and returns nil (rewind takes the session back
+// to where it was). Errors leave the session as it was.
+func (r *repl) sync(ctx context.Context, think prompt.Think, after func()) error {
 	if len(r.transcript) >= r.s.Context() {
-		return false, fmt.Errorf("the conversation (%d tokens) does not fit in the %d-token context", len(r.transcript), r.s.Context())
+		return fmt.Errorf("the conversation (%d tokens) does not fit in the %d-token context", len(r.transcript), r.s.Context())
 	}
 	for _, id := range r.transcript {
 		if id >= r.m.Params.Vocab {
-			return false, fmt.Errorf("token %d is outside the model's vocabulary (%d)", id, r.m.Params.Vocab)
+			return fmt.Errorf("token %d is outside the model's vocabulary (%d)", id, r.m.Params.Vocab)
 		}
 	}
 	have := r.s.Tokens()
@@ -381,13 +415,14 @@ func (r *repl) sync(think prompt.Think) (bool, error) {
 	r.trace.tokens("prefill_suffix", reused, suffix)
 	r.s.Checkpoint(&r.cp)
 	start := time.Now()
-	stopped, err := prefill(r.s, r.m.Params.Layers, suffix, r.stderr, r.interrupted)
+	err := prefill(ctx, r.s, suffix, r.stderr, func(int) { after() })
 	r.prefillTime += time.Since(start)
 	r.prefillTokens += r.s.Pos() - reused
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		r.rewind()
+		return err
 	}
-	return stopped, err
+	return nil
 }
 
 // rewind takes the session back to where it was before the current
