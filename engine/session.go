@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 
 	"github.com/ds4-go/ds4/backends"
+	"github.com/ds4-go/ds4/engine/layout"
 )
 
 // Numerics selects the rounding points that differ between upstream ds4
@@ -75,6 +76,49 @@ type Session struct {
 	observeSteer func(il int, attn, after bool, y []float32)
 }
 
+// stateSize is the number of float32 values in each buffer of one layer's
+// state: slots is the size of skv and of ssc, islots of iskv and of issc.
+type stateSize struct {
+	rawRows, compRows int
+	raw, comp, slots  int
+	icomp, islots     int
+}
+
+// layerStateSize returns the buffer sizes of layer il's state in a
+// context of ctx tokens: a ring of window rows; with compression, the
+// compressed rows and the compressor's slots (a ratio-4 layer overlaps two
+// windows of 4 slots of twice the head width, and adds the indexer's).
+func layerStateSize(p layout.Params, il, ctx int) stateSize {
+	z := stateSize{rawRows: min(p.Window, ctx)}
+	z.raw = z.rawRows * p.HeadDim
+	switch r := p.Ratio(il); r {
+	case 0:
+	case 4:
+		z.compRows = ctx/4 + 2
+		z.comp, z.slots = z.compRows*p.HeadDim, 8*2*p.HeadDim
+		z.icomp, z.islots = z.compRows*p.IndexerDim, 8*2*p.IndexerDim
+	default:
+		z.compRows = ctx/r + 2
+		z.comp, z.slots = z.compRows*p.HeadDim, r*p.HeadDim
+	}
+	return z
+}
+
+// ContextMemory returns the bytes of the caches and compressor state that
+// NewSession allocates for a context of ctx tokens, the raw (window) rows
+// of each layer and the compressed rows of a ratio-4 layer (0 if none).
+func ContextMemory(p layout.Params, ctx int) (bytes int64, rawRows, compRows int) {
+	rawRows = min(p.Window, ctx)
+	for il := range p.Layers {
+		z := layerStateSize(p, il, ctx)
+		bytes += 4 * int64(z.raw+z.comp+2*z.slots+z.icomp+2*z.islots)
+		if p.Ratio(il) == 4 {
+			compRows = z.compRows
+		}
+	}
+	return bytes, rawRows, compRows
+}
+
 // NewSession allocates a session's state and scratch buffers for the
 // given context size.
 func NewSession(m *Model, be backends.Backend, opt Options) (*Session, error) {
@@ -98,21 +142,17 @@ func NewSession(m *Model, be backends.Backend, opt Options) (*Session, error) {
 	s := &Session{m: m, be: be, opt: opt, rawCap: min(p.Window, opt.Context), tokens: make([]int, 0, opt.Context), chunk: PrefillChunk}
 	s.layers = make([]layerState, p.Layers)
 	for il := range s.layers {
-		st := &s.layers[il]
-		st.raw = make([]float32, s.rawCap*p.HeadDim)
-		if r := p.Ratio(il); r != 0 {
-			w, slots := p.HeadDim, r
-			if r == 4 {
-				w, slots = 2*p.HeadDim, 8
-			}
-			st.comp = make([]float32, (opt.Context/r+2)*p.HeadDim)
-			st.skv = make([]float32, slots*w)
-			st.ssc = make([]float32, slots*w)
-			if r == 4 {
-				st.icomp = make([]float32, (opt.Context/4+2)*p.IndexerDim)
-				st.iskv = make([]float32, 8*2*p.IndexerDim)
-				st.issc = make([]float32, 8*2*p.IndexerDim)
-			}
+		st, z := &s.layers[il], layerStateSize(p, il, opt.Context)
+		st.raw = make([]float32, z.raw)
+		if z.comp > 0 {
+			st.comp = make([]float32, z.comp)
+			st.skv = make([]float32, z.slots)
+			st.ssc = make([]float32, z.slots)
+		}
+		if z.icomp > 0 {
+			st.icomp = make([]float32, z.icomp)
+			st.iskv = make([]float32, z.islots)
+			st.issc = make([]float32, z.islots)
 		}
 	}
 	s.resetStates()

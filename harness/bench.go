@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ds4-go/ds4/engine"
-	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 )
 
@@ -348,25 +347,4 @@ func EncodeChat(tok *tokenizer.Tokenizer, system, text string) []int {
 	ids = append(ids, tok.Special(tokenizer.User))
 	ids = tok.AppendEncode(ids, text, false)
 	return append(ids, tok.Special(tokenizer.Assistant), tok.Special(tokenizer.ThinkEnd))
-}
-
-// ContextMemory estimates the bytes a session of ctx positions allocates
-// for its caches and compressor state (float32), with the raw window rows
-// and the compressed rows of a ratio-4 layer.
-func ContextMemory(p layout.Params, ctx int) (bytes int64, rawRows, compRows int) {
-	rawRows = min(p.Window, ctx)
-	for il := range p.Layers {
-		n := int64(rawRows * p.HeadDim)
-		if r := p.Ratio(il); r != 0 {
-			w, slots := p.HeadDim, r
-			if r == 4 {
-				w, slots = 2*p.HeadDim, 8
-				n += int64((ctx/4+2)*p.IndexerDim + 2*8*2*p.IndexerDim)
-				compRows = ctx/4 + 2
-			}
-			n += int64((ctx/r+2)*p.HeadDim + 2*slots*w)
-		}
-		bytes += 4 * n
-	}
-	return bytes, rawRows, compRows
 }

@@ -294,7 +294,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	be := cpu.New(f.threads)
 	defer be.Close()
-	memBytes, rawRows, compRows := harness.ContextMemory(m.Params, f.cfg.CtxAlloc)
+	memBytes, rawRows, compRows := engine.ContextMemory(m.Params, f.cfg.CtxAlloc)
 	fmt.Fprintf(stderr, "ds4-bench: context buffers %.2f MiB (ctx=%d, backend=cpu, prefill_chunk=whole interval, raw_kv_rows=%d, compressed_kv_rows=%d)\n",
 		float64(memBytes)/(1<<20), f.cfg.CtxAlloc, rawRows, compRows)
 	meta, err := harness.CollectMeta(harness.MetaOptions{

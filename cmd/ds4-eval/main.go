@@ -285,7 +285,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stderr, "ds4-eval: context auto-sized to %d tokens (largest prompt=%d tokens, case=%d, generation budget=%d)\n",
 		ctxSize, maxPrompt, maxCase+1, f.cfg.Tokens)
-	memBytes, rawRows, compRows := harness.ContextMemory(m.Params, ctxSize)
+	memBytes, rawRows, compRows := engine.ContextMemory(m.Params, ctxSize)
 	fmt.Fprintf(stderr, "ds4-eval: context buffers %.2f MiB (ctx=%d, backend=cpu, raw_kv_rows=%d, compressed_kv_rows=%d)\n",
 		float64(memBytes)/(1<<20), ctxSize, rawRows, compRows)
 

@@ -7,7 +7,6 @@ import (
 
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/layout"
-	"github.com/ds4-go/ds4/harness"
 	"github.com/ds4-go/ds4/internal/progress"
 )
 
@@ -64,7 +63,7 @@ func prefillSteps(ctx context.Context, s *engine.Session, ids []int, add func(in
 // logContextMemory reports the session buffers a context of ctx tokens
 // needs, in upstream's startup line.
 func logContextMemory(stderr io.Writer, p layout.Params, ctx int) {
-	b, raw, comp := harness.ContextMemory(p, ctx)
+	b, raw, comp := engine.ContextMemory(p, ctx)
 	fmt.Fprintf(stderr, "ds4: context buffers %.2f MiB (ctx=%d, backend=cpu, prefill_chunk=%d, raw_kv_rows=%d, compressed_kv_rows=%d)\n",
 		float64(b)/(1<<20), ctx, prefillStep, raw, comp)
 }
