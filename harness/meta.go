@@ -60,6 +60,16 @@ const (
 	HashNone  HashMode = "none"
 )
 
+// DefaultHash is the --hash default of every command that records run
+// metadata: quick, since the full SHA-256 of a real model reads every byte
+// of it before the run.
+const DefaultHash = HashQuick
+
+// Valid reports whether h names a hash mode.
+func (h HashMode) Valid() bool {
+	return h == HashFull || h == HashQuick || h == HashNone
+}
+
 // MetaOptions are the inputs of CollectMeta.
 type MetaOptions struct {
 	Tool      string

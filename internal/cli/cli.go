@@ -1,10 +1,13 @@
 // Package cli holds the command-line conventions every ds4 command shares:
-// upstream's single-dash long flags (-temp, -sys), upstream's flags that
-// this build accepts without effect or refuses, and messages that name the
-// flag and the value at fault.
+// one help and exit-status convention (Command, Main, Exit), upstream's
+// single-dash long flags (-temp, -sys), upstream's flags that this build
+// accepts without effect or refuses, messages that name the flag and the
+// value at fault, the shared defaults and checks, and the opening of the
+// model.
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,9 +19,16 @@ import (
 )
 
 // Parse parses args with fs after Normalize has rewritten upstream's
-// single-dash long flags.
+// single-dash long flags. It prints nothing: --help or -h gives an error
+// that is pflag.ErrHelp and carries fs for the help Exit prints, and a bad
+// flag gives a UsageError.
 func Parse(fs *pflag.FlagSet, args []string) error {
-	return fs.Parse(Normalize(fs, args))
+	fs.Usage = func() {}
+	err := fs.Parse(Normalize(fs, args))
+	if errors.Is(err, pflag.ErrHelp) {
+		return &helpRequest{flags: fs}
+	}
+	return Usage(err)
 }
 
 // Normalize returns args with each single-dash long flag ("-temp 0",
