@@ -19,15 +19,15 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	quiet := fs.BoolP("quiet", "q", false, "print only the summary and the layout check")
 	if err := cli.Parse(fs, args); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if fs.NArg() != 1 {
-		return usageError{fmt.Errorf("need exactly one GGUF file")}
+		return cli.Usage(fmt.Errorf("need exactly one GGUF file"))
 	}
 	if st, err := os.Stat(fs.Arg(0)); err != nil {
-		return usageError{fmt.Errorf("%s: no such file", fs.Arg(0))}
+		return cli.Usage(fmt.Errorf("%s: no such file", fs.Arg(0)))
 	} else if st.IsDir() {
-		return usageError{fmt.Errorf("%s: is a directory, not a GGUF file", fs.Arg(0))}
+		return cli.Usage(fmt.Errorf("%s: is a directory, not a GGUF file", fs.Arg(0)))
 	}
 	f, err := gguf.Open(fs.Arg(0))
 	if err != nil {

@@ -5,27 +5,11 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"os"
 
-	"github.com/spf13/pflag"
+	"github.com/ds4-go/ds4/internal/cli"
 )
-
-const usage = `usage: ds4-quant <command> [flags]
-
-commands:
-  synth    write a synthetic DS4 model with seeded random weights
-  inspect  print a GGUF's metadata and tensors and check the DS4 layout
-  raw      quantize a raw float32 matrix to ggml blocks, or --dequant back
-  quantize convert an official checkpoint (--hf) or requantize a DS4 GGUF (--in)
-           to a recipe's types, optionally weighted by an imatrix
-  convert  the same command as quantize
-  splice   take the routed experts of chosen layers from a donor GGUF
-
-Run 'ds4-quant <command> --help' for a command's flags.
-`
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -33,43 +17,49 @@ func main() {
 
 // run dispatches a command line and returns the process exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
-	cmds := map[string]func([]string, io.Writer, io.Writer) error{
-		"synth":    runSynth,
-		"inspect":  runInspect,
-		"raw":      runRaw,
-		"quantize": runQuantize,
-		"convert":  runQuantize,
-		"splice":   runSplice,
-	}
-	cmd, ok := cmds[args[0]]
-	if !ok {
-		if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-			fmt.Fprint(stdout, usage)
-			return 0
-		}
-		fmt.Fprintf(stderr, "ds4-quant: unknown command %q\n%s", args[0], usage)
-		return 2
-	}
-	err := cmd(args[1:], stdout, stderr)
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, pflag.ErrHelp):
-		return 0
-	}
-	fmt.Fprintf(stderr, "ds4-quant %s: %v\n", args[0], err)
-	var ue usageError
-	if errors.As(err, &ue) {
-		return 2
-	}
-	return 1
+	return cli.Main(command(stdout, stderr), args, stdout, stderr)
 }
 
-// usageError marks errors in the command line itself (exit status 2).
-type usageError struct{ error }
-
-func (e usageError) Unwrap() error { return e.error }
+// command describes ds4-quant and its subcommands.
+func command(stdout, stderr io.Writer) cli.Command {
+	wire := func(f func([]string, io.Writer, io.Writer) error) func([]string) error {
+		return func(args []string) error { return f(args, stdout, stderr) }
+	}
+	quantize := cli.Command{
+		Name:     "ds4-quant quantize",
+		Synopsis: []string{"--hf CHECKPOINT --out FILE [flags]", "--in MODEL.gguf --out FILE [flags]"},
+		Summary:  "convert an official checkpoint (--hf) or requantize a DS4 GGUF (--in)",
+		Doc: `Converts an official checkpoint (--hf) or requantizes a DS4 GGUF (--in)
+to a recipe's types, optionally weighted by an imatrix.`,
+		Run: wire(runQuantize),
+	}
+	convert := quantize
+	convert.Name, convert.Summary = "ds4-quant convert", "the same command as quantize"
+	return cli.Command{
+		Name:     "ds4-quant",
+		Synopsis: []string{"COMMAND [flags]"},
+		Doc:      "Produces and examines DS4 GGUF files.",
+		Commands: []cli.Command{{
+			Name:     "ds4-quant synth",
+			Synopsis: []string{"--out FILE [flags]"},
+			Summary:  "write a synthetic DS4 model with seeded random weights",
+			Run:      wire(runSynth),
+		}, {
+			Name:     "ds4-quant inspect",
+			Synopsis: []string{"[flags] MODEL.gguf"},
+			Summary:  "print a GGUF's metadata and tensors and check the DS4 layout",
+			Run:      wire(runInspect),
+		}, {
+			Name:     "ds4-quant raw",
+			Synopsis: []string{"--type T --cols N [--imatrix FILE] IN.f32 OUT.bin", "--dequant --type T --cols N IN.bin OUT.f32"},
+			Summary:  "quantize a raw float32 matrix to ggml blocks, or --dequant back",
+			Doc:      rawDoc,
+			Run:      wire(runRaw),
+		}, quantize, convert, {
+			Name:     "ds4-quant splice",
+			Synopsis: []string{"--base FILE --donor FILE --q4-layers SPEC --out FILE [flags]"},
+			Summary:  "take the routed experts of chosen layers from a donor GGUF",
+			Run:      wire(runSplice),
+		}},
+	}
+}

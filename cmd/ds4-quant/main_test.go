@@ -11,6 +11,7 @@ import (
 
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/gguf"
+	"github.com/ds4-go/ds4/internal/cli/clitest"
 	"github.com/ds4-go/ds4/quant"
 )
 
@@ -23,7 +24,7 @@ func runCmd(args ...string) (code int, stdout, stderr string) {
 func TestDispatch(t *testing.T) {
 	code, _, errOut := runCmd()
 	require.Equal(t, 2, code)
-	require.Contains(t, errOut, "usage:")
+	require.Contains(t, errOut, "Usage: ds4-quant COMMAND")
 	code, _, errOut = runCmd("frobnicate")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, `unknown command "frobnicate"`)
@@ -32,6 +33,12 @@ func TestDispatch(t *testing.T) {
 	require.Contains(t, out, "synth")
 	code, _, _ = runCmd("synth", "--help")
 	require.Equal(t, 0, code)
+}
+
+// TestHelpConvention checks --help, -h and bad flags of ds4-quant and each
+// of its commands against the convention of package cli.
+func TestHelpConvention(t *testing.T) {
+	clitest.Check(t, command, run)
 }
 
 // TestSynthThenInspect writes the tiny preset (with a short vocabulary and

@@ -44,44 +44,44 @@ func runQuantize(args []string, stdout, stderr io.Writer) error {
 		return pflag.NormalizedName(name)
 	})
 	if err := cli.Parse(fs, args); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if (*hf == "") == (*in == "") || (*out == "" && !*dryRun) || fs.NArg() != 0 {
-		return usageError{errors.New("need --hf CHECKPOINT, --out FILE and no positional arguments (--in MODEL.gguf instead of --hf requantizes a GGUF)")}
+		return cli.Usage(errors.New("need --hf CHECKPOINT, --out FILE and no positional arguments (--in MODEL.gguf instead of --hf requantizes a GGUF)"))
 	}
 	m, err := checkpoint.ParseMode(*recipe)
 	if err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if *workers < 0 {
-		return usageError{fmt.Errorf("--workers %d: must not be negative", *workers)}
+		return cli.Usage(fmt.Errorf("--workers %d: must not be negative", *workers))
 	}
 	if *strict && *imatrix == "" {
-		return usageError{errors.New("--imatrix-strict needs --imatrix FILE")}
+		return cli.Usage(errors.New("--imatrix-strict needs --imatrix FILE"))
 	}
 	if *hf == "" && *config != "" {
-		return usageError{errors.New("--config applies to --hf only (a GGUF carries its hyperparameters)")}
+		return cli.Usage(errors.New("--config applies to --hf only (a GGUF carries its hyperparameters)"))
 	}
 	if *hf != "" {
 		if _, err := os.Stat(*hf); err != nil {
-			return usageError{fmt.Errorf("--hf %s: no such file or directory", *hf)}
+			return cli.Usage(fmt.Errorf("--hf %s: no such file or directory", *hf))
 		}
 	}
 	for _, f := range []struct{ name, path string }{{"in", *in}, {"imatrix", *imatrix}, {"config", *config}} {
 		if err := cli.InputFile(f.name, f.path); err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 	}
 	if !*dryRun {
 		if err := cli.OutputFile("out", *out); err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 	}
 	opt := checkpoint.Options{Mode: m, Workers: *workers, ImatrixStrict: *strict}
 	for _, s := range *types {
 		o, err := checkpoint.ParseOverride(s)
 		if err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 		opt.Overrides = append(opt.Overrides, o)
 	}

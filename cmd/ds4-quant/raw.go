@@ -14,19 +14,14 @@ import (
 	"github.com/spf13/pflag"
 )
 
-const rawUsage = `usage: ds4-quant raw --type T --cols N [--imatrix FILE] IN.f32 OUT.bin
-       ds4-quant raw --dequant --type T --cols N IN.bin OUT.f32
-
-Quantizes a raw little-endian float32 matrix (rows of N columns) into ggml
+// rawDoc describes the raw subcommand in its help.
+const rawDoc = `Quantizes a raw little-endian float32 matrix (rows of N columns) into ggml
 blocks of type T, rows concatenated, or with --dequant decodes such blocks
 back to float32. --imatrix names a raw little-endian float32 vector of N
 per-column importances. IQ2_XXS without --imatrix uses the column sums of
 squares of the input.
 
-Types: F32, F16, BF16, Q8_0, Q2_K, Q4_K, IQ2_XXS.
-
-Flags:
-`
+Types: F32, F16, BF16, Q8_0, Q2_K, Q4_K, IQ2_XXS.`
 
 // runRaw implements the raw subcommand: it converts a raw float32 matrix file
 // to ggml blocks of one type, or back with --dequant.
@@ -37,47 +32,43 @@ func runRaw(args []string, stdout, stderr io.Writer) error {
 	cols := fs.Int("cols", 0, "number of columns per row (required)")
 	imatrix := fs.String("imatrix", "", "raw float32 file of per-column importances")
 	dequant := fs.Bool("dequant", false, "decode IN.bin blocks to float32 instead of quantizing")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, rawUsage)
-		fs.PrintDefaults()
-	}
-	// Command-line mistakes are usageErrors (exit status 2); the
+	// Command-line mistakes are usage errors (exit status 2); the
 	// dispatcher prefixes every error with "ds4-quant raw: ".
 	if err := cli.Parse(fs, args); err != nil {
-		return usageError{err} // includes pflag.ErrHelp, which exits 0
+		return err
 	}
 	if fs.NArg() != 2 {
-		return usageError{fmt.Errorf("want 2 file arguments (input and output), got %d", fs.NArg())}
+		return cli.Usage(fmt.Errorf("want 2 file arguments (input and output), got %d", fs.NArg()))
 	}
 	if *typeName == "" {
-		return usageError{errors.New("--type is required")}
+		return cli.Usage(errors.New("--type is required"))
 	}
 	typ, err := quant.ParseType(*typeName)
 	if err != nil {
-		return usageError{fmt.Errorf("--type: %w", err)}
+		return cli.Usage(fmt.Errorf("--type: %w", err))
 	}
 	if !typ.Emittable() {
-		return usageError{fmt.Errorf("--type: %v is not supported (want F32, F16, BF16, Q8_0, Q2_K, Q4_K or IQ2_XXS)", typ)}
+		return cli.Usage(fmt.Errorf("--type: %v is not supported (want F32, F16, BF16, Q8_0, Q2_K, Q4_K or IQ2_XXS)", typ))
 	}
 	if *cols <= 0 {
-		return usageError{cli.FlagError(fs, "cols", "must be at least 1")}
+		return cli.Usage(cli.FlagError(fs, "cols", "must be at least 1"))
 	}
 	if st, err := os.Stat(fs.Arg(0)); err != nil {
-		return usageError{fmt.Errorf("input %s: no such file", fs.Arg(0))}
+		return cli.Usage(fmt.Errorf("input %s: no such file", fs.Arg(0)))
 	} else if st.IsDir() {
-		return usageError{fmt.Errorf("input %s: is a directory, not a file", fs.Arg(0))}
+		return cli.Usage(fmt.Errorf("input %s: is a directory, not a file", fs.Arg(0)))
 	}
 	if err := cli.InputFile("imatrix", *imatrix); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	rowBytes, err := typ.RowBytes(*cols)
 	if err != nil {
-		return usageError{fmt.Errorf("--cols: %w", err)}
+		return cli.Usage(fmt.Errorf("--cols: %w", err))
 	}
 	job := rawJob{typ: typ, cols: *cols, rowBytes: rowBytes, in: fs.Arg(0), out: fs.Arg(1)}
 	if *dequant {
 		if *imatrix != "" {
-			return usageError{errors.New("--imatrix cannot be used with --dequant")}
+			return cli.Usage(errors.New("--imatrix cannot be used with --dequant"))
 		}
 		err = job.run(job.dequantize)
 	} else {

@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/quant"
-	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 )
 
@@ -155,7 +155,7 @@ func TestRawErrors(t *testing.T) {
 			err := runRaw(tc.args, &bytes.Buffer{}, &bytes.Buffer{})
 			require.Error(t, err)
 			require.ErrorContains(t, err, tc.want)
-			var ue usageError
+			var ue *cli.UsageError
 			require.Equal(t, tc.usage, errors.As(err, &ue), "usage error")
 			_, statErr := os.Stat(out)
 			require.True(t, os.IsNotExist(statErr), "partial output left behind")
@@ -168,7 +168,9 @@ func TestRawErrors(t *testing.T) {
 }
 
 func TestRawHelp(t *testing.T) {
-	var stderr bytes.Buffer
-	require.ErrorIs(t, runRaw([]string{"--help"}, &bytes.Buffer{}, &stderr), pflag.ErrHelp)
-	require.Contains(t, stderr.String(), "usage: ds4-quant raw")
+	code, out, errOut := runCmd("raw", "--help")
+	require.Equal(t, 0, code)
+	require.Empty(t, errOut)
+	require.Contains(t, out, "Usage: ds4-quant raw --type T --cols N")
+	require.Contains(t, out, "Types: F32, F16")
 }

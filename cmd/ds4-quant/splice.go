@@ -31,23 +31,23 @@ func runSplice(args []string, stdout, stderr io.Writer) error {
 	force := fs.Bool("force", false, "replace an existing output file")
 	quiet := fs.BoolP("quiet", "q", false, "no progress on stderr")
 	if err := cli.Parse(fs, args); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if *basePath == "" || *donorPath == "" || *spec == "" || (*out == "" && !*dryRun) || fs.NArg() != 0 {
-		return usageError{errors.New("need --base FILE, --donor FILE, --q4-layers SPEC, --out FILE and no positional arguments")}
+		return cli.Usage(errors.New("need --base FILE, --donor FILE, --q4-layers SPEC, --out FILE and no positional arguments"))
 	}
 	layers, err := splice.ParseLayers(*spec)
 	if err != nil {
-		return usageError{fmt.Errorf("--q4-layers %s: %w", *spec, err)}
+		return cli.Usage(fmt.Errorf("--q4-layers %s: %w", *spec, err))
 	}
 	for _, f := range []struct{ name, path string }{{"base", *basePath}, {"donor", *donorPath}} {
 		if err := cli.InputFile(f.name, f.path); err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 	}
 	if !*dryRun {
 		if err := cli.OutputFile("out", *out); err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 	}
 	if !*dryRun && !*force {

@@ -53,16 +53,16 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	}
 	ratios := fs.IntSlice("ratios", nil, "per-layer compression ratios (overrides the schedule; one per layer)")
 	if err := cli.Parse(fs, args); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if *out == "" || fs.NArg() != 0 {
-		return usageError{fmt.Errorf("need --out FILE and no positional arguments")}
+		return cli.Usage(fmt.Errorf("need --out FILE and no positional arguments"))
 	}
 	if *workers < 0 {
-		return usageError{cli.FlagError(fs, "workers", "must be at least 0 (0: one per CPU)")}
+		return cli.Usage(cli.FlagError(fs, "workers", "must be at least 0 (0: one per CPU)"))
 	}
 	if err := cli.OutputFile("out", *out); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	var p layout.Params
 	switch *preset {
@@ -71,10 +71,10 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	case "flash":
 		p = layout.Flash()
 	default:
-		return usageError{cli.FlagError(fs, "preset", "must be tiny or flash")}
+		return cli.Usage(cli.FlagError(fs, "preset", "must be tiny or flash"))
 	}
 	if *layers < 0 {
-		return usageError{cli.FlagError(fs, "layers", "must be at least 0 (0: the preset's)")}
+		return cli.Usage(cli.FlagError(fs, "layers", "must be at least 0 (0: the preset's)"))
 	}
 	if *layers > 0 {
 		p.SetLayers(*layers)
@@ -95,13 +95,13 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	}
 	r, err := layout.ParseRecipe(*recipe)
 	if err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if err := p.Validate(); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if err := p.CheckRecipe(r); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	var total int64
 	for _, t := range p.Tensors(r) {

@@ -38,7 +38,7 @@ func runBuild(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&f.think, "think", false, "capture after <think> instead of </think>")
 	fs.BoolVar(&f.pairNormalize, "pair-normalize", false, "average the normalized per-pair differences")
 	fs.BoolVar(&f.noOrthogonalize, "no-orthogonalize", false, "keep the component along the contrast mean")
-	fs.StringVar(&f.system, "system", defaultSystem, "system prompt (empty omits it)")
+	fs.StringVar(&f.system, "system", cli.DefaultSystem, "system prompt (empty omits it)")
 	fs.IntVar(&f.ctx, "ctx", 512, "context size in tokens")
 	fs.IntVarP(&f.threads, "threads", "t", 0, "CPU worker threads (0: one per CPU)")
 	if err := parse(fs, args); err != nil {
@@ -46,20 +46,20 @@ func runBuild(args []string, stdout, stderr io.Writer) error {
 	}
 	switch {
 	case f.good == "" || f.bad == "":
-		return usageError{errors.New("--good and --bad are required")}
+		return cli.Usage(errors.New("--good and --bad are required"))
 	case f.component != "ffn_out" && f.component != "attn_out":
-		return usageError{cli.FlagError(fs, "component", "must be ffn_out or attn_out")}
+		return cli.Usage(cli.FlagError(fs, "component", "must be ffn_out or attn_out"))
 	}
 	if err := checkCommon(fs, f.model, f.ctx, f.threads); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	for _, in := range []struct{ name, path string }{{"good", f.good}, {"bad", f.bad}} {
 		if err := cli.InputFile(in.name, in.path); err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 	}
 	if st, err := os.Stat(f.out); err == nil && st.IsDir() {
-		return usageError{cli.FlagError(fs, "out", "is a directory, not a file")}
+		return cli.Usage(cli.FlagError(fs, "out", "is a directory, not a file"))
 	}
 	return build(f, stdout, stderr)
 }
@@ -74,7 +74,7 @@ func build(f buildFlags, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m, modelPath, err := openModel(f.model, stderr)
+	m, modelPath, err := cli.OpenModel(f.model, false, "ds4-steer", stderr)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/ds4-go/ds4/internal/cli/clitest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +23,7 @@ func TestUsageErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{nil, 2, "usage"},
+		{nil, 2, "Usage: ds4-steer"},
 		{[]string{"nope"}, 2, "unknown command"},
 		{[]string{"build"}, 2, "--good and --bad are required"},
 		{[]string{"build", "--good", "g", "--bad", "b", "--component", "x"}, 2, "--component"},
@@ -120,4 +121,10 @@ func TestBuildAndSweepTiny(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(svg), "<svg")
 	require.Contains(t, string(svg), "FFN steering scale")
+}
+
+// TestHelpConvention checks --help, -h and bad flags of ds4-steer and each
+// of its commands against the convention of package cli.
+func TestHelpConvention(t *testing.T) {
+	clitest.Check(t, command, run)
 }

@@ -68,37 +68,37 @@ func runSweep(args []string, stdout, stderr io.Writer) error {
 	fs.IntVarP(&f.threads, "threads", "t", 0, "CPU worker threads (0: one per CPU)")
 	fs.StringVar(&f.parquetDir, "parquet", "", "write the rows as Parquet under DIR (hive-style partitions)")
 	fs.StringVar(&f.svg, "svg", "", "draw mean effect against scale to FILE (.svg, or .png)")
-	fs.StringVar(&f.hash, "hash", string(harness.HashQuick), "model fingerprint in the Parquet metadata: sha256, quick or none")
+	fs.StringVar(&f.hash, "hash", string(harness.DefaultHash), "model fingerprint in the Parquet metadata: sha256, quick or none")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	scales, err := parseScales(f.scales)
 	switch {
 	case err != nil:
-		return usageError{err}
+		return cli.Usage(err)
 	case f.direction == "" || f.prompts == "":
-		return usageError{errors.New("--direction and --prompts are required")}
+		return cli.Usage(errors.New("--direction and --prompts are required"))
 	case f.tokens <= 0:
-		return usageError{cli.FlagError(fs, "tokens", "must be at least 1")}
+		return cli.Usage(cli.FlagError(fs, "tokens", "must be at least 1"))
 	}
 	if err := checkCommon(fs, f.model, f.ctx, f.threads); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if err := checkScale("--attn-scale", f.attnScale); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	switch harness.HashMode(f.hash) {
 	case harness.HashFull, harness.HashQuick, harness.HashNone:
 	default:
-		return usageError{cli.FlagError(fs, "hash", "must be sha256, quick or none")}
+		return cli.Usage(cli.FlagError(fs, "hash", "must be sha256, quick or none"))
 	}
 	for _, in := range []struct{ name, path string }{{"direction", f.direction}, {"prompts", f.prompts}} {
 		if err := cli.InputFile(in.name, in.path); err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 	}
 	if err := cli.OutputFile("svg", f.svg); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	return sweep(f, scales, args, stdout, stderr)
 }
@@ -109,7 +109,7 @@ func sweep(f sweepFlags, scales []float64, args []string, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	m, modelPath, err := openModel(f.model, stderr)
+	m, modelPath, err := cli.OpenModel(f.model, false, "ds4-steer", stderr)
 	if err != nil {
 		return err
 	}
@@ -133,7 +133,7 @@ func sweep(f sweepFlags, scales []float64, args []string, stdout, stderr io.Writ
 	rule := func(c byte) string { return strings.Repeat(string(c), 80) }
 	rows, err := experiment.Sweep(context.Background(), m, be, tok, prompts, experiment.SweepOptions{
 		Direction: dir, DirectionName: f.direction, Scales: scales, AttnScale: f.attnScale,
-		System: defaultSystem, Think: !f.nothink, Tokens: f.tokens, Context: f.ctx,
+		System: cli.DefaultSystem, Think: !f.nothink, Tokens: f.tokens, Context: f.ctx,
 		Prompt: func(_ int, prompt string) { fmt.Fprintf(stdout, "%s\nPROMPT: %s\n", rule('='), prompt) },
 		Row: func(r *experiment.SweepRow) {
 			fmt.Fprintf(stdout, "%s\nFFN scale: %g\n%s\n[%d tokens, first-token KL %.6g]\n", rule('-'), r.FFNScale, r.Output, r.OutputTokens, r.FirstKL)
