@@ -46,23 +46,23 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if fs.NArg() != 2 {
-		return usageError{errors.New("compare: give REF and RUN (raw float32 logits with --vocab, or JSON dumps / directories of them)")}
+		return cli.Usage(errors.New("compare: give REF and RUN (raw float32 logits with --vocab, or JSON dumps / directories of them)"))
 	}
 	ref, run := fs.Arg(0), fs.Arg(1)
 	for _, p := range []string{ref, run} {
 		if err := checkArgFile(p); err != nil {
-			return usageError{fmt.Errorf("compare: %w", err)}
+			return cli.Usage(fmt.Errorf("compare: %w", err))
 		}
 	}
 	if *vocab < 0 {
-		return usageError{fmt.Errorf("compare: %w", cli.FlagError(fs, "vocab", "must be at least 1"))}
+		return cli.Usage(fmt.Errorf("compare: %w", cli.FlagError(fs, "vocab", "must be at least 1")))
 	}
 	for _, out := range []struct{ name, path string }{{"hist", *hist}, {"positions", *positions}} {
 		if err := cli.OutputFile(out.name, out.path); err != nil {
-			return usageError{fmt.Errorf("compare: %w", err)}
+			return cli.Usage(fmt.Errorf("compare: %w", err))
 		}
 	}
 	var cmps []vectors.CaseComparison
@@ -71,7 +71,7 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	case vectors.IsDumps(ref) && vectors.IsDumps(run):
 		cmps, err = vectors.CompareDumps(ref, run)
 	case *vocab <= 0:
-		return usageError{errors.New("compare: raw float32 runs need --vocab N")}
+		return cli.Usage(errors.New("compare: raw float32 runs need --vocab N"))
 	default:
 		cmps, err = vectors.CompareLogitFiles(ref, run, *vocab, stem(run))
 	}

@@ -60,111 +60,117 @@ import (
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-const usage = `usage: ds4-vectors oracle [--mode lossless,q2] [--threads N] CASE_DIR...
-       ds4-vectors official [-m MODEL | --endpoint URL] [--vec FILE] [--dump DIR] [--save-logits DIR] [--parquet DIR]
-       ds4-vectors compare [--vocab N] [--parquet DIR] [--hist FILE] [--positions FILE] REF RUN
-       ds4-vectors manifest [-m MODEL] [--prompts FILE] [--count N] [--max-tokens N] --out DIR
-       ds4-vectors score [-m MODEL] [--ctx N] [--parquet DIR] MANIFEST.tsv OUT.tsv
-       ds4-vectors compare-scores [--parquet DIR] OLD.tsv NEW.tsv
-       ds4-vectors study [--recipes q2,q4] [--prompts FILE] [--parquet DIR] [--svg FILE] CASE_DIR...
-`
-
+// run executes the command line and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
-	switch args[0] {
-	case "oracle":
-		return runOracle(args, stdout, stderr)
-	case "official":
-		return status(runOfficial(args[1:], stdout, stderr), stderr)
-	case "compare":
-		return status(runCompare(args[1:], stdout, stderr), stderr)
-	case "score":
-		return status(runScore(args[1:], stdout, stderr), stderr)
-	case "compare-scores":
-		return status(runCompareScores(args[1:], stdout, stderr), stderr)
-	case "manifest":
-		return status(runManifest(args[1:], stdout, stderr), stderr)
-	case "study":
-		return status(runStudy(args[1:], stdout, stderr), stderr)
-	}
-	fmt.Fprint(stderr, usage)
-	return 2
+	return cli.Main(command(stdout, stderr), args, stdout, stderr)
 }
 
-// usageError marks mistakes in the command line (exit status 2).
-type usageError struct{ error }
-
-func (e usageError) Unwrap() error { return e.error }
-
-// errFailed reports failed cases that were already printed (exit 1).
-var errFailed = errors.New("failed")
-
-// status prints err and maps it to an exit status.
-func status(err error, stderr io.Writer) int {
-	switch {
-	case err == nil, errors.Is(err, pflag.ErrHelp):
-		return 0
-	case errors.Is(err, errFailed):
-		return 1
+// command describes ds4-vectors and its subcommands.
+func command(stdout, stderr io.Writer) cli.Command {
+	wire := func(f func([]string, io.Writer, io.Writer) error) func([]string) error {
+		return func(args []string) error { return f(args, stdout, stderr) }
 	}
-	fmt.Fprintf(stderr, "ds4-vectors: %v\n", err)
-	var ue usageError
-	if errors.As(err, &ue) {
-		return 2
+	return cli.Command{
+		Name:     "ds4-vectors",
+		Synopsis: []string{"COMMAND [flags]"},
+		Doc:      "Compares the engine against reference vectors.",
+		Commands: []cli.Command{{
+			Name:     "ds4-vectors oracle",
+			Synopsis: []string{"[--mode lossless,q2] [flags] CASE_DIR..."},
+			Summary:  "run oracle cases against DeepSeek's reference logits",
+			Doc: `Converts each oracle case (a checkpoint in the official format with the
+logits DeepSeek's reference computed), runs the prefill, decode and mixed
+paths, prints max |Δlogit|, KL statistics and top-1 agreement per case,
+mode and path, and exits with status 1 when a bar is missed.`,
+			Run: wire(runOracle),
+		}, {
+			Name:     "ds4-vectors official",
+			Synopsis: []string{"[-m MODEL | --endpoint URL] [--vec FILE] [--only ID,...] [flags]"},
+			Summary:  "run upstream's official logprob vectors on a model or a server",
+			Doc: `Runs upstream's official logprob vectors (greedy, thinking off, each
+case's context) on a real model (-m, $DS4_MODEL or ./ds4flash.gguf) or on
+an OpenAI-compatible server, applies upstream's acceptance rule
+(byte-identical greedy tokens; every official top token within the local
+top 20 and 4 nats), prints a table and exits with status 1 on a failure.`,
+			Run: wire(runOfficial),
+		}, {
+			Name:     "ds4-vectors compare",
+			Synopsis: []string{"[--vocab N] [flags] REF RUN"},
+			Summary:  "compare two saved runs with the quantization metrics",
+			Doc: `Compares two saved runs (raw float32 logits, or JSON dumps / directories
+of them): mean, median, p99 and max KL divergence, same-top-1 rate, RMS
+Δp and NLL ratio.`,
+			Run: wire(runCompare),
+		}, {
+			Name:     "ds4-vectors manifest",
+			Synopsis: []string{"[-m MODEL] [--prompts FILE] [flags] --out DIR"},
+			Summary:  "write a reference model's greedy continuations of the quality prompts",
+			Run:      wire(runManifest),
+		}, {
+			Name:     "ds4-vectors score",
+			Synopsis: []string{"[-m MODEL] [flags] MANIFEST.tsv OUT.tsv"},
+			Summary:  "score a model's NLL, first-token match and greedy LCP on a manifest",
+			Run:      wire(runScore),
+		}, {
+			Name:     "ds4-vectors compare-scores",
+			Synopsis: []string{"[flags] OLD.tsv NEW.tsv"},
+			Summary:  "set two scored runs side by side",
+			Run:      wire(runCompareScores),
+		}, {
+			Name:     "ds4-vectors study",
+			Synopsis: []string{"[--recipes q2,q4] [flags] CASE_DIR..."},
+			Summary:  "measure quantization recipes with and without an imatrix",
+			Doc: `Quantizes each oracle case with each recipe, without and with an imatrix
+collected from the quality prompts on its lossless conversion, and prints
+the mean KL and same-top-1 rate against the references.`,
+			Run: wire(runStudy),
+		}},
 	}
-	return 1
 }
 
-func runOracle(args []string, stdout, stderr io.Writer) int {
+func runOracle(args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("oracle", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	modes := fs.StringSlice("mode", []string{"lossless"}, "conversions to run: lossless, f32, q2, q4 (quantized ones are reported, not bounded)")
-	threads := fs.Int("threads", 0, "worker threads (0: one per CPU)")
-	if err := cli.Parse(fs, args[1:]); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		return 2
+	threads := fs.IntP("threads", "t", 0, cli.ThreadsUsage)
+	if err := cli.Parse(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
+		return cli.Usage(errors.New("oracle: give CASE_DIR..."))
 	}
 	var ms []checkpoint.Mode
 	for _, s := range *modes {
 		m, err := checkpoint.ParseMode(s)
 		if err != nil {
-			return status(usageError{fmt.Errorf("oracle: --mode %s: %w", s, err)}, stderr)
+			return cli.Usage(fmt.Errorf("oracle: --mode %s: %w", s, err))
 		}
 		ms = append(ms, m)
 	}
-	if *threads < 0 {
-		return status(usageError{fmt.Errorf("oracle: %w", cli.FlagError(fs, "threads", "must be at least 0 (0: one thread per CPU)"))}, stderr)
+	if err := cli.Threads(fs, *threads); err != nil {
+		return cli.Usage(fmt.Errorf("oracle: %w", err))
 	}
 	for _, dir := range fs.Args() {
 		if err := checkCaseDir(dir); err != nil {
-			return status(usageError{fmt.Errorf("oracle: %w", err)}, stderr)
+			return cli.Usage(fmt.Errorf("oracle: %w", err))
 		}
 	}
 	// Every case loads before the table starts: nothing is printed after
 	// an error.
 	cases, err := vectors.LoadOracles(fs.Args())
 	if err != nil {
-		return status(fmt.Errorf("oracle: %w", err), stderr)
+		return fmt.Errorf("oracle: %w", err)
 	}
 	be := cpu.New(*threads)
 	defer be.Close()
 	failed, err := oracleTable(stdout, stderr, cases, ms, be)
 	if err != nil {
-		return status(err, stderr)
+		return err
 	}
 	if failed {
-		return 1
+		return cli.ErrReported
 	}
-	return 0
+	return nil
 }
 
 // oracleTable runs each of cases in each of modes on be and prints a

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ds4-go/ds4/internal/cli/clitest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -92,5 +93,11 @@ func TestUsage(t *testing.T) {
 	var out, errOut bytes.Buffer
 	require.Equal(t, 1, run([]string{"oracle", caseDir, dir}, &out, &errOut))
 	require.Empty(t, out.String())
-	require.Contains(t, errOut.String(), "ds4-vectors: oracle: ")
+	require.Contains(t, errOut.String(), "ds4-vectors oracle: ")
+}
+
+// TestHelpConvention checks --help, -h and bad flags of ds4-vectors and
+// each of its commands against the convention of package cli.
+func TestHelpConvention(t *testing.T) {
+	clitest.Check(t, command, run)
 }

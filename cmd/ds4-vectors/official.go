@@ -73,24 +73,24 @@ func runOfficial(args []string, stdout, stderr io.Writer) error {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("official: unexpected argument %q", fs.Arg(0))}
+		return cli.Usage(fmt.Errorf("official: unexpected argument %q", fs.Arg(0)))
 	}
 	switch {
 	case !(f.tolerance > 0):
-		return usageError{fmt.Errorf("official: %w", cli.FlagError(fs, "tolerance", "must be positive"))}
+		return cli.Usage(fmt.Errorf("official: %w", cli.FlagError(fs, "tolerance", "must be positive")))
 	case f.threads < 0:
-		return usageError{fmt.Errorf("official: %w", cli.FlagError(fs, "threads", "must be at least 0 (0: one thread per CPU)"))}
+		return cli.Usage(fmt.Errorf("official: %w", cli.FlagError(fs, "threads", "must be at least 0 (0: one thread per CPU)")))
 	case f.tiny && f.model != "":
-		return usageError{errors.New("official: --tiny excludes -m")}
+		return cli.Usage(errors.New("official: --tiny excludes -m"))
 	case f.endpoint != "" && (f.model != "" || f.tiny || f.logits != ""):
-		return usageError{errors.New("official: --endpoint excludes -m, --tiny and --save-logits")}
+		return cli.Usage(errors.New("official: --endpoint excludes -m, --tiny and --save-logits"))
 	}
 	for _, in := range []struct{ name, path string }{{"vec", f.vec}, {"model", f.model}} {
 		if err := cli.InputFile(in.name, in.path); err != nil {
-			return usageError{fmt.Errorf("official: %w", err)}
+			return cli.Usage(fmt.Errorf("official: %w", err))
 		}
 	}
 	vecPath, err := findVecFile(f.vec)
@@ -102,7 +102,7 @@ func runOfficial(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if id := vectors.MissingCase(cases, f.only); id != "" {
-		return usageError{fmt.Errorf("official: --only %s: no such case in %s", id, vecPath)}
+		return cli.Usage(fmt.Errorf("official: --only %s: no such case in %s", id, vecPath))
 	}
 	src, meta, closeSrc, err := officialSource(f, args, stderr)
 	if err != nil {
@@ -128,7 +128,7 @@ func runOfficial(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if _, failed, _ := vectors.Tally(res); failed > 0 {
-		return errFailed
+		return cli.ErrReported
 	}
 	return nil
 }
@@ -145,7 +145,7 @@ func findVecFile(vec string) (string, error) {
 				return p, nil
 			}
 		}
-		return "", usageError{fmt.Errorf("official: no fixture: give --vec FILE or set %s", vecEnv)}
+		return "", cli.Usage(fmt.Errorf("official: no fixture: give --vec FILE or set %s", vecEnv))
 	}
 	return vec, nil
 }
@@ -270,7 +270,7 @@ func writeOfficial(f officialFlags, opt harness.MetaOptions, vecPath string, row
 func openVectorModel(path string, tiny bool) (*engine.Model, string, error) {
 	if tiny {
 		if path != "" {
-			return nil, "", usageError{errors.New("official: --tiny excludes -m")}
+			return nil, "", cli.Usage(errors.New("official: --tiny excludes -m"))
 		}
 		m, err := engine.OpenTiny()
 		return m, "", err
@@ -284,7 +284,7 @@ func openVectorModel(path string, tiny bool) (*engine.Model, string, error) {
 		}
 	}
 	if path == "" {
-		return nil, "", usageError{fmt.Errorf("official: %w (or give -m FILE, --endpoint URL, or --tiny for a smoke run)", vectors.ErrNoModel)}
+		return nil, "", cli.Usage(fmt.Errorf("official: %w (or give -m FILE, --endpoint URL, or --tiny for a smoke run)", vectors.ErrNoModel))
 	}
 	m, err := engine.Open(path)
 	return m, path, err

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ds4-go/ds4/backends/cpu"
-	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/harness"
@@ -27,7 +26,7 @@ func defaultPromptFiles() []string {
 func promptFile(path string) (string, error) {
 	if path != "" {
 		if err := cli.InputFile("prompts", path); err != nil {
-			return "", usageError{err}
+			return "", cli.Usage(err)
 		}
 		return path, nil
 	}
@@ -36,7 +35,7 @@ func promptFile(path string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", usageError{errors.New("no prompt set: give --prompts FILE (upstream's gguf-tools/quality-testing/prompts.jsonl)")}
+	return "", cli.Usage(errors.New("no prompt set: give --prompts FILE (upstream's gguf-tools/quality-testing/prompts.jsonl)"))
 }
 
 // checkScoring checks the model, context and thread flags of the scoring
@@ -47,23 +46,11 @@ func checkScoring(fs *pflag.FlagSet, model string, ctx, threads int) error {
 		return cli.FlagError(fs, "ctx", "must be at least 1")
 	case ctx > max:
 		return cli.FlagError(fs, "ctx", "must be at most %d, the DS4 context length", max)
-	case threads < 0:
-		return cli.FlagError(fs, "threads", "must be at least 0 (0: one thread per CPU)")
+	}
+	if err := cli.Threads(fs, threads); err != nil {
+		return err
 	}
 	return cli.InputFile("model", model)
-}
-
-// openScoringModel opens -m (see engine.OpenDefault), saying so on stderr
-// when it falls back to the built-in tiny model.
-func openScoringModel(path string, stderr io.Writer) (*engine.Model, string, error) {
-	m, opened, err := engine.OpenDefault(path)
-	if err != nil {
-		return nil, "", err
-	}
-	if opened == "" {
-		fmt.Fprintf(stderr, "ds4-vectors: no -m and no ./%s: using the built-in tiny synthetic model (random weights)\n", engine.DefaultModel)
-	}
-	return m, opened, nil
 }
 
 // runScore is upstream's score_official: teacher-forced NLL, first-token
@@ -73,29 +60,29 @@ func runScore(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	model := fs.StringP("model", "m", "", "model GGUF (default ./ds4flash.gguf, else the built-in tiny model)")
 	ctx := fs.Int("ctx", 4096, "session context in tokens (at least 1024)")
-	threads := fs.IntP("threads", "t", 0, "CPU worker threads (0: one per CPU)")
+	threads := fs.IntP("threads", "t", 0, cli.ThreadsUsage)
 	parquetDir := fs.String("parquet", "", "also write the rows as Parquet under DIR (hive-style partitions)")
 	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if fs.NArg() != 2 {
-		return usageError{errors.New("score: give MANIFEST.tsv and OUT.tsv")}
+		return cli.Usage(errors.New("score: give MANIFEST.tsv and OUT.tsv"))
 	}
 	if err := checkScoring(fs, *model, *ctx, *threads); err != nil {
-		return usageError{fmt.Errorf("score: %w", err)}
+		return cli.Usage(fmt.Errorf("score: %w", err))
 	}
 	manifest, outPath := fs.Arg(0), fs.Arg(1)
 	if err := checkOutArg("OUT.tsv", outPath); err != nil {
-		return usageError{fmt.Errorf("score: %w", err)}
+		return cli.Usage(fmt.Errorf("score: %w", err))
 	}
 	cases, err := harness.ReadManifest(manifest)
 	if err != nil {
 		return err
 	}
-	m, opened, err := openScoringModel(*model, stderr)
+	m, opened, err := cli.OpenModel(*model, false, "ds4-vectors", stderr)
 	if err != nil {
 		return err
 	}
@@ -156,15 +143,15 @@ func runCompareScores(args []string, stdout, stderr io.Writer) error {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if fs.NArg() != 2 {
-		return usageError{errors.New("compare-scores: give OLD.tsv and NEW.tsv")}
+		return cli.Usage(errors.New("compare-scores: give OLD.tsv and NEW.tsv"))
 	}
 	oldPath, newPath := fs.Arg(0), fs.Arg(1)
 	for _, p := range []string{oldPath, newPath} {
 		if err := checkArgFile(p); err != nil {
-			return usageError{fmt.Errorf("compare-scores: %w", err)}
+			return cli.Usage(fmt.Errorf("compare-scores: %w", err))
 		}
 	}
 	old, err := harness.ReadScoresFile(oldPath)
@@ -210,27 +197,27 @@ func runManifest(args []string, stdout, stderr io.Writer) error {
 	count := fs.Int("count", 100, "prompts to use (the first N)")
 	maxTokens := fs.Int("max-tokens", 24, "greedy tokens per continuation")
 	ctx := fs.Int("ctx", 4096, "session context in tokens")
-	threads := fs.IntP("threads", "t", 0, "CPU worker threads (0: one per CPU)")
+	threads := fs.IntP("threads", "t", 0, cli.ThreadsUsage)
 	if err := cli.Parse(fs, args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if fs.NArg() != 0 || *out == "" {
-		return usageError{errors.New("manifest: give --out DIR and no arguments")}
+		return cli.Usage(errors.New("manifest: give --out DIR and no arguments"))
 	}
 	switch {
 	case *count <= 0:
-		return usageError{fmt.Errorf("manifest: %w", cli.FlagError(fs, "count", "must be at least 1"))}
+		return cli.Usage(fmt.Errorf("manifest: %w", cli.FlagError(fs, "count", "must be at least 1")))
 	case *maxTokens <= 0:
-		return usageError{fmt.Errorf("manifest: %w", cli.FlagError(fs, "max-tokens", "must be at least 1"))}
+		return cli.Usage(fmt.Errorf("manifest: %w", cli.FlagError(fs, "max-tokens", "must be at least 1")))
 	}
 	if err := checkScoring(fs, *model, *ctx, *threads); err != nil {
-		return usageError{fmt.Errorf("manifest: %w", err)}
+		return cli.Usage(fmt.Errorf("manifest: %w", err))
 	}
 	if st, err := os.Stat(*out); err == nil && !st.IsDir() {
-		return usageError{fmt.Errorf("manifest: %w", cli.FlagError(fs, "out", "is a file, not a directory"))}
+		return cli.Usage(fmt.Errorf("manifest: %w", cli.FlagError(fs, "out", "is a file, not a directory")))
 	}
 	path, err := promptFile(*prompts)
 	if err != nil {
@@ -241,7 +228,7 @@ func runManifest(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	ps = ps[:min(*count, len(ps))]
-	m, _, err := openScoringModel(*model, stderr)
+	m, _, err := cli.OpenModel(*model, false, "ds4-vectors", stderr)
 	if err != nil {
 		return err
 	}

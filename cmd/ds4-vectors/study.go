@@ -38,10 +38,10 @@ func runStudy(args []string, stdout, stderr io.Writer) error {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if fs.NArg() == 0 {
-		return usageError{errors.New("study: give oracle CASE_DIR...")}
+		return cli.Usage(errors.New("study: give oracle CASE_DIR..."))
 	}
 	for _, v := range []struct {
 		name string
@@ -55,20 +55,20 @@ func runStudy(args []string, stdout, stderr io.Writer) error {
 		{"reference", *reference != "f32ref" && *reference != "official", "must be f32ref or official"},
 	} {
 		if v.bad {
-			return usageError{fmt.Errorf("study: %w", cli.FlagError(fs, v.name, "%s", v.want))}
+			return cli.Usage(fmt.Errorf("study: %w", cli.FlagError(fs, v.name, "%s", v.want)))
 		}
 	}
 	for _, dir := range fs.Args() {
 		if err := checkCaseDir(dir); err != nil {
-			return usageError{fmt.Errorf("study: %w", err)}
+			return cli.Usage(fmt.Errorf("study: %w", err))
 		}
 	}
 	if err := cli.OutputFile("svg", *chart); err != nil {
-		return usageError{fmt.Errorf("study: %w", err)}
+		return cli.Usage(fmt.Errorf("study: %w", err))
 	}
 	modes, err := harness.ParseStudyRecipes(*recipes)
 	if err != nil {
-		return usageError{fmt.Errorf("study: %w", err)}
+		return cli.Usage(fmt.Errorf("study: %w", err))
 	}
 	path, calib, heldout, err := studyPrompts(*prompts, *holdout)
 	if err != nil {
