@@ -16,9 +16,8 @@ import (
 	"github.com/ds4-go/ds4/internal/cli"
 )
 
-const extrapolateUsage = `Usage: ds4-bench extrapolate -m SMALL -m LARGE [--layers N] [options]
-
-Projects decode and prefill speed, and their fractions of the speed of
+// extrapolateDoc describes the extrapolate subcommand in its help.
+const extrapolateDoc = `Projects decode and prefill speed, and their fractions of the speed of
 light and of the compute limit, to a model of --layers layers (the
 released model's 43 by default) from two slices of it that differ only in
 layer count, such as those of ds4-quant synth --preset flash --layers 2
@@ -30,10 +29,7 @@ larger slice's extra layers cost on average (for the Flash slices of 2
 and 4 layers: one layer of compression ratio 4 and one of 128, the
 ratios the released model's layers 2..42 alternate); the projected
 model's weight bytes and multiply-adds are counted exactly, each added
-layer as the larger slice's last layer of its compression ratio.
-
-Options:
-`
+layer as the larger slice's last layer of its compression ratio.`
 
 // runExtrapolate is the extrapolate subcommand.
 func runExtrapolate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -48,32 +44,32 @@ func runExtrapolate(ctx context.Context, args []string, stdout, stderr io.Writer
 	decode := fs.Int("decode", 16, "tokens decoded after the prefill (and 4 untimed ones) to measure decode speed")
 	lock := fs.Bool("lock", true, "pin both slices' weights in memory (mlock) while measuring")
 	parquetDir := fs.String("parquet", "", "write the run as Parquet under DIR/"+harness.ExtrapolateTable+"/…")
-	hash := fs.String("hash", string(harness.HashQuick), "fingerprint of the larger slice in the run metadata: sha256, quick or none")
+	hash := fs.String("hash", string(harness.DefaultHash), "fingerprint of the larger slice in the run metadata: sha256, quick or none")
 	noProgress := fs.Bool("no-progress", false, "no progress lines on stderr")
-	if err := parseSub(fs, args, extrapolateUsage, stderr); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	switch {
 	case fs.NArg() > 0:
-		return usageError{fmt.Errorf("extrapolate: unexpected argument %q", fs.Arg(0))}
+		return cli.Usage(fmt.Errorf("extrapolate: unexpected argument %q", fs.Arg(0)))
 	case len(*models) != 2:
-		return usageError{fmt.Errorf("extrapolate: give two slices with -m, not %d", len(*models))}
+		return cli.Usage(fmt.Errorf("extrapolate: give two slices with -m, not %d", len(*models)))
 	case *pairs <= 0:
-		return usageError{fmt.Errorf("extrapolate: %w", cli.FlagError(fs, "pairs", "must be at least 1"))}
+		return cli.Usage(fmt.Errorf("extrapolate: %w", cli.FlagError(fs, "pairs", "must be at least 1")))
 	case *layers <= 0:
-		return usageError{fmt.Errorf("extrapolate: %w", cli.FlagError(fs, "layers", "must be at least 1"))}
+		return cli.Usage(fmt.Errorf("extrapolate: %w", cli.FlagError(fs, "layers", "must be at least 1")))
 	case probes.check(fs) != nil:
-		return usageError{fmt.Errorf("extrapolate: %w", probes.check(fs))}
+		return cli.Usage(fmt.Errorf("extrapolate: %w", probes.check(fs)))
 	case *prefill <= 0:
-		return usageError{fmt.Errorf("extrapolate: %w", cli.FlagError(fs, "prefill", "must be at least 1"))}
+		return cli.Usage(fmt.Errorf("extrapolate: %w", cli.FlagError(fs, "prefill", "must be at least 1")))
 	case *decode <= 0:
-		return usageError{fmt.Errorf("extrapolate: %w", cli.FlagError(fs, "decode", "must be at least 1"))}
-	case !validHash(*hash):
-		return usageError{fmt.Errorf("extrapolate: %w", cli.FlagError(fs, "hash", "must be sha256, quick or none"))}
+		return cli.Usage(fmt.Errorf("extrapolate: %w", cli.FlagError(fs, "decode", "must be at least 1")))
+	case !harness.HashMode(*hash).Valid():
+		return cli.Usage(fmt.Errorf("extrapolate: %w", cli.FlagError(fs, "hash", "must be sha256, quick or none")))
 	}
 	for _, path := range *models {
 		if err := cli.InputFile("model", path); err != nil {
-			return usageError{fmt.Errorf("extrapolate: %w", err)}
+			return cli.Usage(fmt.Errorf("extrapolate: %w", err))
 		}
 	}
 	ms, paths, err := openSlices(*models)
@@ -84,10 +80,10 @@ func runExtrapolate(ctx context.Context, args []string, stdout, stderr io.Writer
 	defer ms[1].File.Close()
 	small, large := ms[0], ms[1]
 	if small.Params.Layers == large.Params.Layers {
-		return usageError{fmt.Errorf("extrapolate: both slices have %d layers; the layers' cost is their difference", small.Params.Layers)}
+		return cli.Usage(fmt.Errorf("extrapolate: both slices have %d layers; the layers' cost is their difference", small.Params.Layers))
 	}
 	if *layers < large.Params.Layers {
-		return usageError{fmt.Errorf("extrapolate: --layers %d is fewer than the larger slice's %d", *layers, large.Params.Layers)}
+		return cli.Usage(fmt.Errorf("extrapolate: --layers %d is fewer than the larger slice's %d", *layers, large.Params.Layers))
 	}
 	be := cpu.New(probes.threads)
 	defer be.Close()

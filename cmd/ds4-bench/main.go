@@ -14,6 +14,10 @@
 // per run with the run metadata under DIR/bench/model=…/date=…/;
 // --svg draws upstream's speed chart of the run. With no -m and no
 // ./ds4flash.gguf the built-in tiny synthetic model is measured.
+//
+// Deviation from upstream: the default --system is upstream ds4's CLI
+// default, "You are a helpful assistant", shared by every command here,
+// where upstream's ds4-bench ends it with a period.
 package main
 
 import (
@@ -51,51 +55,48 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// usageError marks mistakes in the command line (exit status 2).
-type usageError struct{ error }
-
-func (e usageError) Unwrap() error { return e.error }
-
 // run executes a command line and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var err error
-	if len(args) > 0 && args[0] == "plot" {
-		err = runPlot(args[1:], stdout, stderr)
-	} else if len(args) > 0 && args[0] == "roofline" {
-		err = runRoofline(ctx, args[1:], stdout, stderr)
-	} else if len(args) > 0 && args[0] == "extrapolate" {
-		err = runExtrapolate(ctx, args[1:], stdout, stderr)
-	} else if len(args) > 0 && args[0] == "redteam" {
-		err = runRedteam(ctx, args[1:], stdout, stderr)
-	} else {
-		err = runBench(ctx, args, stdout, stderr)
-	}
-	switch {
-	case err == nil, errors.Is(err, pflag.ErrHelp):
-		return 0
-	}
-	fmt.Fprintf(stderr, "ds4-bench: %v\n", err)
-	var ue usageError
-	if errors.As(err, &ue) {
-		return 2
-	}
-	return 1
+	return cli.Main(command(ctx, stdout, stderr), args, stdout, stderr)
 }
 
-const usage = `Usage: ds4-bench --prompt-file FILE [options]
-       ds4-bench plot CSV... [-o OUT.svg] [--title T] [--width 960] [--height 540]
-       ds4-bench roofline [-m MODEL] [--prefill N] [--decode N] [--parquet DIR]
-       ds4-bench extrapolate -m SMALL -m LARGE [--layers N] [--pairs N] [--parquet DIR]
-       ds4-bench redteam [--url http://127.0.0.1:8000] [--pid PID] [--case NAME]...
-
-Benchmarks instantaneous prefill and generation throughput at context
+// command describes ds4-bench and its subcommands.
+func command(ctx context.Context, stdout, stderr io.Writer) cli.Command {
+	return cli.Command{
+		Name:     "ds4-bench",
+		Synopsis: []string{"--prompt-file FILE [flags]", "--chat-prompt-file FILE [flags]", "COMMAND [flags]"},
+		Doc: `Benchmarks instantaneous prefill and generation throughput at context
 frontiers such as 2048, 4096, 6144, ... . Generation is always greedy,
 runs for exactly --gen-tokens tokens, and skips EOS so every row is
 comparable. Each frontier's prefill covers only the new interval; the
-session is snapshotted before the generation probe and restored after it.
-
-Options:
-`
+session is snapshotted before the generation probe and restored after it.`,
+		Run: func(args []string) error { return runBench(ctx, args, stdout, stderr) },
+		Commands: []cli.Command{{
+			Name:     "ds4-bench plot",
+			Synopsis: []string{"[flags] CSV..."},
+			Summary:  "draw the speed chart of one or several ds4-bench CSV files",
+			Run:      func(args []string) error { return runPlot(args, stdout, stderr) },
+		}, {
+			Name:     "ds4-bench roofline",
+			Synopsis: []string{"[-m MODEL] [flags]"},
+			Summary:  "measure the machine's limits and the model's fraction of them",
+			Doc:      rooflineDoc,
+			Run:      func(args []string) error { return runRoofline(ctx, args, stdout, stderr) },
+		}, {
+			Name:     "ds4-bench extrapolate",
+			Synopsis: []string{"-m SMALL -m LARGE [--layers N] [flags]"},
+			Summary:  "project speed to the full layer count from two slices",
+			Doc:      extrapolateDoc,
+			Run:      func(args []string) error { return runExtrapolate(ctx, args, stdout, stderr) },
+		}, {
+			Name:     "ds4-bench redteam",
+			Synopsis: []string{"[--url http://127.0.0.1:8000] [--pid PID] [flags]"},
+			Summary:  "replay the red team's attacks on a running ds4-server",
+			Doc:      fmt.Sprintf(redteamDoc, wrapList(harness.RedTeamCases, 72)),
+			Run:      func(args []string) error { return runRedteam(ctx, args, stdout, stderr) },
+		}},
+	}
+}
 
 // benchFlags are ds4-bench's options.
 type benchFlags struct {
@@ -115,9 +116,9 @@ func parseBench(args []string, stdout, stderr io.Writer) (*benchFlags, *pflag.Fl
 	fs.SortFlags = false
 	fs.StringVar(&f.promptFile, "prompt-file", "", "raw benchmark text, tokenized as plain text (no BOS, no template)")
 	fs.StringVar(&f.chatFile, "chat-prompt-file", "", "text rendered as one non-thinking chat user message")
-	fs.StringVar(&f.system, "system", "You are a helpful assistant.", "system text, only with --chat-prompt-file (also -sys)")
+	fs.StringVar(&f.system, "system", cli.DefaultSystem, "system text, only with --chat-prompt-file (also -sys)")
 	fs.StringVarP(&f.model, "model", "m", "", "GGUF model (default ./"+defaultModel+", else the built-in tiny model)")
-	fs.IntVarP(&f.threads, "threads", "t", 0, "CPU worker threads (0: one per CPU)")
+	fs.IntVarP(&f.threads, "threads", "t", 0, cli.ThreadsUsage)
 	fs.BoolVar(&f.warm, "warm-weights", false, "read every page of the weights before measuring")
 	fs.IntVar(&f.cfg.CtxStart, "ctx-start", f.cfg.CtxStart, "first measured frontier")
 	fs.IntVar(&f.cfg.CtxMax, "ctx-max", f.cfg.CtxMax, "last measured frontier (always measured)")
@@ -131,7 +132,7 @@ func parseBench(args []string, stdout, stderr io.Writer) (*benchFlags, *pflag.Fl
 	fs.StringVar(&f.parquetDir, "parquet", "", "write the run as Parquet under DIR (hive-style partitions)")
 	fs.StringVar(&f.svgPath, "svg", "", "draw the speed chart of the run to FILE (.svg, or .png)")
 	fs.StringVar(&f.title, "title", "", "chart title (default from the CSV name or the model)")
-	fs.StringVar(&f.hash, "hash", string(harness.HashFull), "model fingerprint in the run metadata: sha256, quick or none")
+	fs.StringVar(&f.hash, "hash", string(harness.DefaultHash), "model fingerprint in the run metadata: sha256, quick or none")
 	fs.StringVar(&f.steerFile, "dir-steering-file", "", "directional steering vector FILE (.f32)")
 	fs.Float64Var(&f.steerFFN, "dir-steering-ffn", 0, "steering scale at the FFN output in [-100, 100] (1 when only a file is given)")
 	fs.Float64Var(&f.steerAttn, "dir-steering-attn", 0, "steering scale at the attention output in [-100, 100]")
@@ -140,34 +141,18 @@ func parseBench(args []string, stdout, stderr io.Writer) (*benchFlags, *pflag.Fl
 	fs.StringVar(&f.system, "sys", f.system, "upstream's spelling of --system")
 	fs.MarkHidden("sys")
 	cli.AddUpstream(fs, upstreamFlags()...)
-	fs.Usage = func() {
-		// -h prints the usage to stdout; a bad command line to stderr.
-		w := stderr
-		for _, a := range args {
-			if a == "-h" || a == "--help" {
-				w = stdout
-			}
-		}
-		fs.SetOutput(w)
-		fmt.Fprint(w, usage)
-		fs.PrintDefaults()
-		fs.SetOutput(stderr)
-	}
 	if err := cli.Parse(fs, args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil, fs, err
-		}
-		return nil, fs, usageError{err}
+		return nil, fs, err
 	}
 	if err := cli.CheckUpstream(fs, stderr, "ds4-bench", upstreamFlags()...); err != nil {
-		return nil, fs, usageError{err}
+		return nil, fs, cli.Usage(err)
 	}
 	if err := f.validate(fs); err != nil {
-		return nil, fs, usageError{err}
+		return nil, fs, cli.Usage(err)
 	}
 	f.cfg.Repeat = f.repeat
 	if err := f.cfg.Normalize(); err != nil {
-		return nil, fs, usageError{err}
+		return nil, fs, cli.Usage(err)
 	}
 	return f, fs, nil
 }
@@ -188,6 +173,9 @@ func (f *benchFlags) validate(fs *pflag.FlagSet) error {
 	if (f.promptFile == "") == (f.chatFile == "") {
 		return errors.New("specify exactly one of --prompt-file or --chat-prompt-file")
 	}
+	if err := cli.Threads(fs, f.threads); err != nil {
+		return err
+	}
 	maxCtx := layout.Flash().ContextLength
 	for _, v := range []struct {
 		name string
@@ -206,8 +194,7 @@ func (f *benchFlags) validate(fs *pflag.FlagSet) error {
 		{"step-mul", math.IsNaN(c.StepMul) || math.IsInf(c.StepMul, 0) || c.StepMul < 1, "must be a finite number >= 1"},
 		{"step-incr", c.StepMul == 1 && c.StepIncr <= 0, "must be at least 1 when --step-mul is 1"},
 		{"repeat", f.repeat <= 0, "must be at least 1"},
-		{"threads", f.threads < 0, "must be at least 0 (0: one thread per CPU)"},
-		{"hash", !validHash(f.hash), "must be sha256, quick or none"},
+		{"hash", !harness.HashMode(f.hash).Valid(), "must be sha256, quick or none"},
 		{"svg", f.svgPath != "" && !isChart(f.svgPath), "must end in .svg or .png"},
 	} {
 		if v.bad {
@@ -239,15 +226,6 @@ func (f *benchFlags) validate(fs *pflag.FlagSet) error {
 	return nil
 }
 
-// validHash reports whether h names a fingerprint mode.
-func validHash(h string) bool {
-	switch harness.HashMode(h) {
-	case harness.HashFull, harness.HashQuick, harness.HashNone:
-		return true
-	}
-	return false
-}
-
 // isChart reports whether path names a chart format plots can write.
 func isChart(path string) bool {
 	ext := strings.ToLower(filepath.Ext(path))
@@ -269,14 +247,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	in, ids, err := harness.ReadBenchPrompt(tok, promptFile, f.chatFile != "", f.system)
 	if err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if len(ids) < f.cfg.CtxMax {
-		return usageError{fmt.Errorf("--ctx-max %d: %s has only %d tokens, need at least --ctx-max=%d", f.cfg.CtxMax, in.PromptFile, len(ids), f.cfg.CtxMax)}
+		return cli.Usage(fmt.Errorf("--ctx-max %d: %s has only %d tokens, need at least --ctx-max=%d", f.cfg.CtxMax, in.PromptFile, len(ids), f.cfg.CtxMax))
 	}
 
 	// The arguments are all checked: load the model.
-	m, modelPath, err := openModel(f.model, engine.Open, stderr)
+	m, modelPath, err := cli.OpenModel(f.model, false, "ds4-bench", stderr)
 	if err != nil {
 		return err
 	}
@@ -284,7 +262,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer m.File.Close()
 	}
 	if max := m.Params.ContextLength; max > 0 && f.cfg.CtxAlloc > max {
-		return usageError{fmt.Errorf("--ctx-alloc %d: the model's context length is %d", f.cfg.CtxAlloc, max)}
+		return cli.Usage(fmt.Errorf("--ctx-alloc %d: the model's context length is %d", f.cfg.CtxAlloc, max))
 	}
 	if f.warm {
 		m.WarmWeights(stderr, "ds4-bench")
@@ -423,18 +401,18 @@ func runPlot(args []string, stdout, stderr io.Writer) error {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err
 		}
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if fs.NArg() == 0 {
-		return usageError{errors.New("plot: give one or more ds4-bench CSV files")}
+		return cli.Usage(errors.New("plot: give one or more ds4-bench CSV files"))
 	}
 	switch {
 	case *width <= 0:
-		return usageError{fmt.Errorf("plot: %w", cli.FlagError(fs, "width", "must be at least 1"))}
+		return cli.Usage(fmt.Errorf("plot: %w", cli.FlagError(fs, "width", "must be at least 1")))
 	case *height <= 0:
-		return usageError{fmt.Errorf("plot: %w", cli.FlagError(fs, "height", "must be at least 1"))}
+		return cli.Usage(fmt.Errorf("plot: %w", cli.FlagError(fs, "height", "must be at least 1")))
 	case *outPath != "" && !isChart(*outPath):
-		return usageError{fmt.Errorf("plot: %w", cli.FlagError(fs, "output", "must end in .svg or .png"))}
+		return cli.Usage(fmt.Errorf("plot: %w", cli.FlagError(fs, "output", "must end in .svg or .png")))
 	}
 	var runs [][]harness.BenchRow
 	var labels []string
@@ -464,14 +442,4 @@ func runPlot(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout, *outPath)
 	return nil
-}
-
-// openModel opens the model of -m with open as engine.OpenDefaultWith
-// does, saying on stderr when it measures the built-in tiny model.
-func openModel(path string, open func(string) (*engine.Model, error), stderr io.Writer) (*engine.Model, string, error) {
-	m, opened, err := engine.OpenDefaultWith(path, open)
-	if err == nil && opened == "" {
-		fmt.Fprintf(stderr, "ds4-bench: no -m and no ./%s: measuring the built-in tiny synthetic model\n", defaultModel)
-	}
-	return m, opened, err
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/internal/cli"
+	"github.com/ds4-go/ds4/internal/cli/clitest"
 )
 
 const excerpt = "../../engine/tokenizer/testdata/promessi_sposi_excerpt.txt"
@@ -122,4 +125,14 @@ func TestBenchUsage(t *testing.T) {
 	require.Equal(t, 0, run(context.Background(), []string{"-h"}, &out, &errOut))
 	require.Contains(t, out.String(), "Usage: ds4-bench --prompt-file FILE")
 	require.Contains(t, out.String(), "--step-incr")
+}
+
+// TestHelpConvention checks --help, -h and bad flags of ds4-bench and each
+// of its commands against the convention of package cli.
+func TestHelpConvention(t *testing.T) {
+	clitest.Check(t, func(stdout, stderr io.Writer) cli.Command {
+		return command(context.Background(), stdout, stderr)
+	}, func(args []string, stdout, stderr io.Writer) int {
+		return run(context.Background(), args, stdout, stderr)
+	})
 }

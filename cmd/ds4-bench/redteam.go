@@ -9,11 +9,12 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/internal/cli"
 )
 
-const redteamUsage = `Usage: ds4-bench redteam [--url http://127.0.0.1:8000] [--pid PID] [options]
-
-Replays the red team's attacks on a running ds4-server on this machine
+// redteamDoc describes the redteam subcommand in its help; %s is the list
+// of cases.
+const redteamDoc = `Replays the red team's attacks on a running ds4-server on this machine
 (loopback only) and prints one row per case: the outcomes (HTTP status,
 timeout, closed, sent), the 99th-percentile latency, the server's RSS
 before and after (from /proc/PID/status with --pid) and the server-side
@@ -22,10 +23,7 @@ connections of its port before, at most during and after the case (from
 under a minute on the tiny model.
 
 Cases (--case):
-%s
-
-Options:
-`
+%s`
 
 // runRedteam is the redteam subcommand.
 func runRedteam(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -48,11 +46,11 @@ func runRedteam(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.IntVar(&cfg.OversizeBytes, "oversize-bytes", cfg.OversizeBytes, "body size of oversize-body (the server's --max-body-mb limit + 1)")
 	fs.IntVar(&cfg.HugeBytes, "huge-bytes", cfg.HugeBytes, "prompt size of huge-prompt")
 	fs.IntVar(&cfg.ToolItems, "tool-items", cfg.ToolItems, "function_call items (and as many outputs) sharing one call_id")
-	if err := parseSub(fs, args, fmt.Sprintf(redteamUsage, wrapList(harness.RedTeamCases, 72)), stderr); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("redteam: unexpected argument %q", fs.Arg(0))}
+		return cli.Usage(fmt.Errorf("redteam: unexpected argument %q", fs.Arg(0)))
 	}
 	res, err := harness.RedTeam(ctx, cfg)
 	if err != nil {

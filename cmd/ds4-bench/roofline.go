@@ -12,16 +12,14 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ds4-go/ds4/backends/cpu"
-	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/harness"
 	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/internal/progress"
 )
 
-const rooflineUsage = `Usage: ds4-bench roofline [-m MODEL] [options]
-
-Measures this machine's limits (memory-read bandwidth and the peak of the
+// rooflineDoc describes the roofline subcommand in its help.
+const rooflineDoc = `Measures this machine's limits (memory-read bandwidth and the peak of the
 dot kernels' float32 FMA and int8 mixes, with 1 thread and all threads),
 the weight bytes one decode step of the model reads (per layer and in
 total, with the model's active-expert count), the decode speed of light
@@ -42,10 +40,7 @@ their median fraction of the speed of light is taken at the better of
 the bandwidths probed just before and just after each round; and
 prefill in rounds between runs of the int8 dot probes
 (--prefill-rounds), whose median fraction of the compute limit is taken
-likewise at the better of the peaks around each round.
-
-Options:
-`
+likewise at the better of the peaks around each round.`
 
 // runRoofline is the roofline subcommand.
 func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -63,41 +58,37 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	lock := fs.Bool("lock", true, "pin the weights in memory (mlock) while measuring the model's speed")
 	inMemory := fs.Bool("in-memory", false, "read the model into memory of its own with huge pages instead of mapping the file")
 	parquetDir := fs.String("parquet", "", "write the run as Parquet under DIR/roofline/…")
-	hash := fs.String("hash", string(harness.HashQuick), "model fingerprint in the run metadata: sha256, quick or none")
+	hash := fs.String("hash", string(harness.DefaultHash), "model fingerprint in the run metadata: sha256, quick or none")
 	noProgress := fs.Bool("no-progress", false, "no progress lines on stderr")
-	if err := parseSub(fs, args, rooflineUsage, stderr); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	switch {
 	case fs.NArg() > 0:
-		return usageError{fmt.Errorf("roofline: unexpected argument %q", fs.Arg(0))}
+		return cli.Usage(fmt.Errorf("roofline: unexpected argument %q", fs.Arg(0)))
 	case probes.check(fs) != nil:
-		return usageError{fmt.Errorf("roofline: %w", probes.check(fs))}
+		return cli.Usage(fmt.Errorf("roofline: %w", probes.check(fs)))
 	case !*noSpeed && *prefill <= 0:
-		return usageError{fmt.Errorf("roofline: %w", cli.FlagError(fs, "prefill", "must be at least 1"))}
+		return cli.Usage(fmt.Errorf("roofline: %w", cli.FlagError(fs, "prefill", "must be at least 1")))
 	case !*noSpeed && *decode <= 0:
-		return usageError{fmt.Errorf("roofline: %w", cli.FlagError(fs, "decode", "must be at least 1"))}
-	case !validHash(*hash):
-		return usageError{fmt.Errorf("roofline: %w", cli.FlagError(fs, "hash", "must be sha256, quick or none"))}
+		return cli.Usage(fmt.Errorf("roofline: %w", cli.FlagError(fs, "decode", "must be at least 1")))
+	case !harness.HashMode(*hash).Valid():
+		return cli.Usage(fmt.Errorf("roofline: %w", cli.FlagError(fs, "hash", "must be sha256, quick or none")))
 	case *noSpeed && *opsFlag:
-		return usageError{errors.New("roofline: --ops times the decode steps, which --no-speed skips")}
+		return cli.Usage(errors.New("roofline: --ops times the decode steps, which --no-speed skips"))
 	case *rounds < 0:
-		return usageError{fmt.Errorf("roofline: %w", cli.FlagError(fs, "rounds", "must be at least 0 (0: none)"))}
+		return cli.Usage(fmt.Errorf("roofline: %w", cli.FlagError(fs, "rounds", "must be at least 0 (0: none)")))
 	case *noSpeed && fs.Changed("rounds") && *rounds > 0:
-		return usageError{errors.New("roofline: --rounds decodes, which --no-speed skips")}
+		return cli.Usage(errors.New("roofline: --rounds decodes, which --no-speed skips"))
 	case *prefillRounds < 0:
-		return usageError{fmt.Errorf("roofline: %w", cli.FlagError(fs, "prefill-rounds", "must be at least 0 (0: none)"))}
+		return cli.Usage(fmt.Errorf("roofline: %w", cli.FlagError(fs, "prefill-rounds", "must be at least 0 (0: none)")))
 	case *noSpeed && fs.Changed("prefill-rounds") && *prefillRounds > 0:
-		return usageError{errors.New("roofline: --prefill-rounds prefills, which --no-speed skips")}
+		return cli.Usage(errors.New("roofline: --prefill-rounds prefills, which --no-speed skips"))
 	}
 	if err := cli.InputFile("model", *model); err != nil {
-		return usageError{fmt.Errorf("roofline: %w", err)}
+		return cli.Usage(fmt.Errorf("roofline: %w", err))
 	}
-	open := engine.Open
-	if *inMemory {
-		open = engine.OpenInMemory
-	}
-	m, modelPath, err := openModel(*model, open, stderr)
+	m, modelPath, err := cli.OpenModel(*model, *inMemory, "ds4-bench", stderr)
 	if err != nil {
 		return err
 	}
@@ -220,22 +211,6 @@ func probeStep(stderr io.Writer, quiet bool) func(string) {
 			fmt.Fprintf(stderr, "ds4-bench: probing %s\n", s)
 		}
 	}
-}
-
-// parseSub parses a subcommand's args into fs, whose usage text is usage:
-// -h gives pflag.ErrHelp, a bad flag a usageError.
-func parseSub(fs *pflag.FlagSet, args []string, usage string, stderr io.Writer) error {
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
-	}
-	if err := cli.Parse(fs, args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	return nil
 }
 
 // hugePageNote returns the run-notes entry " huge-pages=F", F the
