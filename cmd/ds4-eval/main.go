@@ -55,40 +55,28 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// usageError marks mistakes in the command line (exit status 2).
-type usageError struct{ error }
-
-func (e usageError) Unwrap() error { return e.error }
-
 // longPrompt is the prompt length from which prefill shows a progress bar.
 const longPrompt = 2048
-
-// errFailed reports that the run finished with failed cases (exit 1
-// without a message).
-var errFailed = errors.New("some questions failed")
 
 // run executes a command line and returns the exit status: 0 when every
 // question passed, 1 on failed questions or a runtime error, 2 on a bad
 // command line.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	err := runEval(ctx, args, stdout, stderr)
-	switch {
-	case err == nil, errors.Is(err, pflag.ErrHelp):
-		return 0
-	case errors.Is(err, errFailed):
-		return 1
-	}
-	fmt.Fprintf(stderr, "ds4-eval: %v\n", err)
-	var ue usageError
-	if errors.As(err, &ue) {
-		return 2
-	}
-	return 1
+	return cli.Main(command(ctx, stdout, stderr), args, stdout, stderr)
 }
 
-const usage = `Usage: ds4-eval -f QUESTIONS.jsonl [options]
+// command describes ds4-eval.
+func command(ctx context.Context, stdout, stderr io.Writer) cli.Command {
+	return cli.Command{
+		Name:     "ds4-eval",
+		Synopsis: []string{"-f QUESTIONS.jsonl [flags]"},
+		Doc:      doc,
+		Run:      func(args []string) error { return runEval(ctx, args, stdout, stderr) },
+	}
+}
 
-Asks the model every question of a JSONL file (one JSON object per line),
+// doc describes ds4-eval in its help.
+const doc = `Asks the model every question of a JSONL file (one JSON object per line),
 streams each answer (thinking dimmed on a terminal), grades the final
 answer line and prints a report. It is a regression run, not a leaderboard.
 
@@ -118,10 +106,7 @@ special token instead (a corrected mode, not upstream's behaviour).
 
 Exit status: 0 when every question passed, 1 on a failed question or a
 runtime error, 2 on a bad command line. Ctrl+C stops the running question
-and prints the report.
-
-Options:
-`
+and prints the report.`
 
 // evalFlags are ds4-eval's options.
 type evalFlags struct {
@@ -138,7 +123,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*evalFlags, error) {
 	fs.SortFlags = false
 	fs.StringVarP(&f.questionsFile, "questions-file", "f", "", "JSONL question file (required)")
 	fs.StringVarP(&f.model, "model", "m", "", "GGUF model (default ./"+engine.DefaultModel+", else the built-in tiny model)")
-	fs.IntVarP(&f.threads, "threads", "t", 0, "CPU worker threads (0: one per CPU)")
+	fs.IntVarP(&f.threads, "threads", "t", 0, cli.ThreadsUsage)
 	fs.BoolVar(&f.warm, "warm-weights", false, "read every page of the weights before evaluating")
 	fs.IntVarP(&f.cfg.Tokens, "tokens", "n", 16000, "max generated tokens per question (at most 1000000)")
 	fs.IntVar(&f.questions, "questions", 0, "run only the first N questions of the file")
@@ -156,32 +141,16 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*evalFlags, error) {
 	fs.IntVar(&f.pauseMS, "pause-ms", 350, "pause after each result in the split-screen UI (accepted; this build always runs --plain)")
 	fs.BoolVar(&f.plain, "plain", false, "plain streamed output (always, in this build)")
 	fs.StringVar(&f.parquet, "parquet", "", "write one Parquet row per question under DIR/eval/model=…/date=…/")
-	fs.StringVar(&f.hash, "hash", string(harness.HashFull), "model fingerprint in the Parquet run metadata: sha256, quick or none")
-	fs.Usage = func() {
-		// -h prints the usage to stdout; a bad command line to stderr.
-		w := stderr
-		for _, a := range args {
-			if a == "-h" || a == "--help" {
-				w = stdout
-			}
-		}
-		fs.SetOutput(w)
-		fmt.Fprint(w, usage)
-		fs.PrintDefaults()
-		fs.SetOutput(stderr)
-	}
+	fs.StringVar(&f.hash, "hash", string(harness.DefaultHash), "model fingerprint in the Parquet run metadata: sha256, quick or none")
 	cli.AddUpstream(fs, upstreamFlags()...)
 	if err := cli.Parse(fs, args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil, err
-		}
-		return nil, usageError{err}
+		return nil, err
 	}
 	if err := cli.CheckUpstream(fs, stderr, "ds4-eval", upstreamFlags()...); err != nil {
-		return nil, usageError{err}
+		return nil, cli.Usage(err)
 	}
 	if err := f.validate(fs); err != nil {
-		return nil, usageError{err}
+		return nil, cli.Usage(err)
 	}
 	return f, nil
 }
@@ -204,15 +173,17 @@ func (f *evalFlags) validate(fs *pflag.FlagSet) error {
 	case f.think && f.nothink:
 		return errors.New("--think and --nothink exclude each other")
 	}
+	if err := cli.Threads(fs, f.threads); err != nil {
+		return err
+	}
 	for _, v := range []struct {
 		name string
 		bad  bool
 		want string
 	}{
-		{"threads", f.threads < 0, "must be at least 0 (0: one thread per CPU)"},
 		{"questions", fs.Changed("questions") && f.questions <= 0, "must be at least 1"},
 		{"pause-ms", f.pauseMS <= 0, "must be at least 1"},
-		{"hash", f.hash != string(harness.HashFull) && f.hash != string(harness.HashQuick) && f.hash != string(harness.HashNone), "must be sha256, quick or none"},
+		{"hash", !harness.HashMode(f.hash).Valid(), "must be sha256, quick or none"},
 		{"think-close-tokens", f.closeTokens != "plain" && f.closeTokens != "special", "must be plain or special"},
 		{"tokens", c.Tokens <= 0, "must be at least 1"},
 		{"tokens", c.Tokens > harness.MaxEvalContext, fmt.Sprintf("exceeds the %d token context cap", harness.MaxEvalContext)},
@@ -258,12 +229,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if trace != nil {
 		defer trace.Close()
 	}
-	m, modelPath, err := engine.OpenDefault(f.model)
+	m, modelPath, err := cli.OpenModel(f.model, false, "ds4-eval", stderr)
 	if err != nil {
 		return err
-	}
-	if modelPath == "" {
-		fmt.Fprintf(stderr, "ds4-eval: no -m and no ./%s: using the built-in tiny synthetic model (random weights, every answer is wrong)\n", engine.DefaultModel)
 	}
 	if m.File != nil {
 		defer m.File.Close()
@@ -281,7 +249,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	ctxSize, maxPrompt, maxCase, err := harness.EvalContext(prompts, f.cfg.Tokens)
 	if err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	fmt.Fprintf(stderr, "ds4-eval: context auto-sized to %d tokens (largest prompt=%d tokens, case=%d, generation budget=%d)\n",
 		ctxSize, maxPrompt, maxCase+1, f.cfg.Tokens)
@@ -329,7 +297,7 @@ func loadCases(f *evalFlags) ([]harness.EvalCase, error) {
 		return nil, fmt.Errorf("--questions-file: %w", err)
 	}
 	if f.questions > len(cases) {
-		return nil, usageError{fmt.Errorf("--questions %d: %s holds only %d questions", f.questions, f.questionsFile, len(cases))}
+		return nil, cli.Usage(fmt.Errorf("--questions %d: %s holds only %d questions", f.questions, f.questionsFile, len(cases)))
 	}
 	if f.questions > 0 {
 		cases = cases[:f.questions]
@@ -344,7 +312,7 @@ func openTrace(path string) (*os.File, error) {
 	}
 	trace, err := cli.CreatePrivate(path)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--trace %s: %w", path, err)}
+		return nil, cli.Usage(fmt.Errorf("--trace %s: %w", path, err))
 	}
 	return trace, nil
 }
@@ -385,7 +353,7 @@ func runCases(ctx context.Context, e *harness.Evaluator, cases []harness.EvalCas
 
 // report prints the report table and the speeds, ends the trace and
 // writes the Parquet results; it returns runErr, a failure of its own, or
-// errFailed when a question failed.
+// cli.ErrReported when a question failed.
 func report(results []harness.EvalResult, runtime time.Duration, runErr error, f *evalFlags, meta harness.RunMeta, ctxSize int,
 	trace *os.File, stdout, stderr io.Writer) error {
 	if err := harness.WriteEvalReport(stdout, results, runtime); err != nil {
@@ -408,7 +376,7 @@ func report(results []harness.EvalResult, runtime time.Duration, runErr error, f
 		return runErr
 	}
 	if _, failed := harness.EvalCounts(results); failed > 0 {
-		return errFailed
+		return cli.ErrReported
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ds4-go/ds4/harness"
+	"github.com/ds4-go/ds4/internal/cli"
+	"github.com/ds4-go/ds4/internal/cli/clitest"
 )
 
 const example = "testdata/questions.jsonl"
@@ -342,4 +345,14 @@ func TestPlainColor(t *testing.T) {
 	r.Status, r.PromptTokens = harness.StatusSkipped, 120
 	p.result(r, 2, 100)
 	require.Equal(t, "\n[1/2] SKIPPED S/a prompt=120 ctx=100\n", b.String())
+}
+
+// TestHelpConvention checks --help, -h and bad flags of ds4-eval against
+// the convention of package cli.
+func TestHelpConvention(t *testing.T) {
+	clitest.Check(t, func(stdout, stderr io.Writer) cli.Command {
+		return command(context.Background(), stdout, stderr)
+	}, func(args []string, stdout, stderr io.Writer) int {
+		return run(context.Background(), args, stdout, stderr)
+	})
 }
