@@ -3,21 +3,20 @@
 //
 //   - payload bytes per token for the DeepSeek V4 Flash shape, upstream's
 //     v1 layout against the ds4-go layout (computed from the layout);
+//
 //   - restore time against re-prefill time for a prefix (--prefix tokens);
+//
 //   - bytes written per agent turn in a scripted conversation (--turns
 //     turns, each appending a tool result and a reply), checkpointing at
 //     every turn with upstream's full-rewrite format, ds4-go
 //     self-contained files and ds4-go deltas, in one run; the same token
 //     counts are also projected onto the Flash shape.
 //
-// Usage:
-//
-//	ds4-kvbench [--prefix 2048] [--turns 20] [--tool-tokens 120] [--reply-tokens 40] [--json]
+//     ds4-kvbench [--prefix 2048] [--turns 20] [--tool-tokens 120] [--reply-tokens 40] [--json]
 package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -90,40 +89,53 @@ type Turn struct {
 	FlashGoDelta  int64 `json:"flash_go_delta_bytes"`
 }
 
+// run executes the command line and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
+	return cli.Main(command(stdout, stderr), args, stdout, stderr)
+}
+
+// command describes ds4-kvbench.
+func command(stdout, stderr io.Writer) cli.Command {
+	return cli.Command{
+		Name:     "ds4-kvbench",
+		Synopsis: []string{"[flags]"},
+		Doc: `Measures the disk KV cache on the built-in tiny model: the payload bytes
+per token of the DeepSeek V4 Flash shape (upstream's v1 layout against
+ds4-go's), restore time against re-prefill time for a --prefix, and the
+bytes written per agent turn over --turns scripted turns with upstream's
+format, ds4-go self-contained files and ds4-go deltas.`,
+		Run: func(args []string) error { return runBench(args, stdout, stderr) },
+	}
+}
+
+// runBench parses the flags, measures and prints the report.
+func runBench(args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("ds4-kvbench", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var o options
 	fs.IntVar(&o.prefix, "prefix", 2048, "prefix tokens for the restore-vs-prefill timing (0 skips it)")
 	fs.IntVar(&o.turns, "turns", 20, "agent turns for the bytes-per-turn comparison (0 skips it)")
 	fs.IntVar(&o.toolTokens, "tool-tokens", 120, "approximate tokens of each tool result")
 	fs.IntVar(&o.replyTokens, "reply-tokens", 40, "approximate tokens of each reply")
-	fs.IntVar(&o.threads, "threads", 0, "CPU threads (0: all)")
+	fs.IntVarP(&o.threads, "threads", "t", 0, cli.ThreadsUsage)
 	fs.StringVar(&o.dir, "dir", "", "directory for the cache files (default: a temporary one, removed)")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
 	if err := cli.Parse(fs, args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		return 2
+		return err
 	}
 	if err := o.validate(fs); err != nil {
-		fmt.Fprintf(stderr, "ds4-kvbench: %v\n", err)
-		return 2
+		return cli.Usage(err)
 	}
 	rep, err := measure(o, stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "ds4-kvbench: %v\n", err)
-		return 1
+		return err
 	}
 	if o.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		enc.Encode(rep)
-		return 0
+		return enc.Encode(rep)
 	}
 	print(stdout, rep)
-	return 0
+	return nil
 }
 
 // validate checks the options, naming the flag and the value at fault,
@@ -145,11 +157,13 @@ func (o *options) validate(fs *pflag.FlagSet) error {
 		{"tool-tokens", o.toolTokens <= 0, "must be at least 1"},
 		{"reply-tokens", o.replyTokens <= 0, "must be at least 1"},
 		{"turns", o.turns > 0 && (turnCtx == 0 || turnCtx > maxCtx), fmt.Sprintf("with --tool-tokens %d and --reply-tokens %d: the conversation would not fit the tiny model's %d-token context", o.toolTokens, o.replyTokens, maxCtx)},
-		{"threads", o.threads < 0, "must be at least 0 (0: one thread per CPU)"},
 	} {
 		if v.bad {
 			return cli.FlagError(fs, v.name, "%s", v.want)
 		}
+	}
+	if err := cli.Threads(fs, o.threads); err != nil {
+		return err
 	}
 	if o.dir != "" {
 		if st, err := os.Stat(o.dir); err == nil && !st.IsDir() {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ds4-go/ds4/internal/cli/clitest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -64,4 +65,10 @@ func TestUsage(t *testing.T) {
 	var out, errw bytes.Buffer
 	require.Zero(t, run([]string{"-prefix", "0", "-turns", "0", "-json"}, &out, &errw), errw.String())
 	require.Contains(t, out.String(), `"upstream_bytes_per_token": 13764`)
+}
+
+// TestHelpConvention checks --help, -h and bad flags of ds4-kvbench
+// against the convention of package cli.
+func TestHelpConvention(t *testing.T) {
+	clitest.Check(t, command, run)
 }
