@@ -186,7 +186,7 @@ func addProbeFlags(fs *pflag.FlagSet) *probeFlags {
 func (p *probeFlags) check(fs *pflag.FlagSet) error {
 	switch {
 	case p.threads < 0:
-		return cli.FlagError(fs, "threads", "must be at least 0 (0: one thread per CPU)")
+		return cli.Threads(fs, p.threads)
 	case p.bufMB <= 0:
 		return cli.FlagError(fs, "buffer-mb", "must be at least 1")
 	case p.minTime <= 0:

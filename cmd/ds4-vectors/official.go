@@ -82,7 +82,7 @@ func runOfficial(args []string, stdout, stderr io.Writer) error {
 	case !(f.tolerance > 0):
 		return cli.Usage(fmt.Errorf("official: %w", cli.FlagError(fs, "tolerance", "must be positive")))
 	case f.threads < 0:
-		return cli.Usage(fmt.Errorf("official: %w", cli.FlagError(fs, "threads", "must be at least 0 (0: one thread per CPU)")))
+		return cli.Usage(fmt.Errorf("official: %w", cli.Threads(fs, f.threads)))
 	case f.tiny && f.model != "":
 		return cli.Usage(errors.New("official: --tiny excludes -m"))
 	case f.endpoint != "" && (f.model != "" || f.tiny || f.logits != ""):

@@ -69,19 +69,19 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	perplexity := fs.String("perplexity-file", "", "score FILE's plain text teacher-forced after a 32-token prefix and print its NLL and perplexity")
 	cli.AddUpstream(fs, upstreamFlags()...)
 	if err := cli.Parse(fs, args); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if err := cli.CheckUpstream(fs, stderr, "ds4", upstreamFlags()...); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if err := g.validate(fs); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if err := im.validate(fs, &g); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if err := validatePerplexity(fs, &g, *perplexity); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if im.requested() {
 		return runImatrix(&g, im, stderr)
@@ -102,9 +102,9 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	}
 	if text == "" {
 		if g.promptFile != "" {
-			return usageError{fmt.Errorf("--prompt-file %s: the prompt is empty", g.promptFile)}
+			return cli.Usage(fmt.Errorf("--prompt-file %s: the prompt is empty", g.promptFile))
 		}
-		return usageError{errors.New(`-p "": the prompt is empty`)}
+		return cli.Usage(errors.New(`-p "": the prompt is empty`))
 	}
 
 	return runOneShot(&g, text, stdout, stderr, h)
@@ -240,7 +240,7 @@ func (g *genFlags) validate(fs *pflag.FlagSet) error {
 	}
 	switch {
 	case g.threads < 0:
-		return cli.FlagError(fs, "threads", "must be at least 0 (0: one thread per CPU)")
+		return cli.Threads(fs, g.threads)
 	case !(g.temp >= 0 && g.temp <= sample.MaxTemperature):
 		return cli.FlagError(fs, "temp", "must be in [0, %d]", sample.MaxTemperature)
 	case !(g.topP >= 0 && g.topP <= 1):
@@ -299,7 +299,7 @@ func (g *genFlags) load(stderr io.Writer) (*engine.Model, *tokenizer.Tokenizer, 
 // it falls back to the built-in tiny model, and warms its weights for
 // --warm-weights.
 func (g *genFlags) openModel(stderr io.Writer) (*engine.Model, error) {
-	m, opened, err := engine.OpenDefault(g.model)
+	m, opened, err := cli.OpenModel(g.model, false, "ds4", stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -308,10 +308,7 @@ func (g *genFlags) openModel(stderr io.Writer) (*engine.Model, error) {
 		if name == "" {
 			name = "the built-in tiny model"
 		}
-		return nil, usageError{fmt.Errorf("--ctx %d: must be at most %d, the context length of %s", g.ctx, max, name)}
-	}
-	if opened == "" {
-		fmt.Fprintf(stderr, "ds4: no -m and no ./%s: using the built-in tiny synthetic model (random weights, gibberish output)\n", defaultModel)
+		return nil, cli.Usage(fmt.Errorf("--ctx %d: must be at most %d, the context length of %s", g.ctx, max, name))
 	}
 	if g.warm {
 		m.WarmWeights(stderr, "ds4")

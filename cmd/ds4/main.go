@@ -33,22 +33,15 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"os"
 
-	"github.com/spf13/pflag"
+	"github.com/ds4-go/ds4/internal/cli"
 )
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
-
-// usageError marks mistakes in the command line (exit status 2).
-type usageError struct{ error }
-
-func (e usageError) Unwrap() error { return e.error }
 
 // run executes a command line and returns the exit status.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -57,24 +50,35 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // runWith is run with the chat's interrupt source and test hooks.
 func runWith(args []string, stdin io.Reader, stdout, stderr io.Writer, h replHooks) int {
-	var err error
-	name := "ds4"
-	switch {
-	case len(args) > 0 && args[0] == "tokenize":
-		name, err = "ds4 tokenize", runTokenize(args[1:], stdin, stdout, stderr)
-	case len(args) > 0 && args[0] == "detokenize":
-		name, err = "ds4 detokenize", runDetokenize(args[1:], stdin, stdout, stderr)
-	default:
-		err = runGenerate(args, stdin, stdout, stderr, h)
+	return cli.Main(command(stdin, stdout, stderr, h), args, stdout, stderr)
+}
+
+// command describes ds4 and its subcommands.
+func command(stdin io.Reader, stdout, stderr io.Writer, h replHooks) cli.Command {
+	return cli.Command{
+		Name:     "ds4",
+		Synopsis: []string{"[flags] -p PROMPT", "[flags]   (interactive chat)", "COMMAND [flags]"},
+		Doc: `Runs DeepSeek V4 models from the terminal. With -p or --prompt-file it
+answers one prompt; with neither it runs an interactive chat: each line
+is a user message and the answer streams back, -n capping each answer.
+Chat commands: /help, /think, /think-max, /nothink, /ctx N, /read FILE,
+/quit and /exit; a line holding only """ starts a multi-line message that
+a second such line sends. Ctrl+C stops an answer and Ctrl+D leaves.
+
+With no -m and no ./` + defaultModel + ` it runs the built-in tiny synthetic
+model (random weights). Upstream's single-dash spellings work (-temp 0,
+-sys TEXT).`,
+		Run: func(args []string) error { return runGenerate(args, stdin, stdout, stderr, h) },
+		Commands: []cli.Command{{
+			Name:     "ds4 tokenize",
+			Synopsis: []string{"[flags] [TEXT | -f FILE]"},
+			Summary:  "print the token ids of TEXT, FILE or stdin as JSON",
+			Run:      func(args []string) error { return runTokenize(args, stdin, stdout, stderr) },
+		}, {
+			Name:     "ds4 detokenize",
+			Synopsis: []string{"[flags] [IDS_JSON | -f FILE]"},
+			Summary:  "print the text of a JSON array of token ids",
+			Run:      func(args []string) error { return runDetokenize(args, stdin, stdout, stderr) },
+		}},
 	}
-	switch {
-	case err == nil, errors.Is(err, pflag.ErrHelp):
-		return 0
-	}
-	fmt.Fprintf(stderr, "%s: %v\n", name, err)
-	var ue usageError
-	if errors.As(err, &ue) {
-		return 2
-	}
-	return 1
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/internal/cli"
+	"github.com/ds4-go/ds4/internal/cli/clitest"
 	"github.com/ds4-go/ds4/steering"
 )
 
@@ -314,4 +317,14 @@ func TestGenerateProgress(t *testing.T) {
 	n, _ := strconv.Atoi(m[1])
 	require.Greater(t, n, prefillStep)
 	require.Contains(t, errOut, fmt.Sprintf("ds4: prefill 100.0%% %d/%d", n, n))
+}
+
+// TestHelpConvention checks --help, -h and bad flags of ds4 and each of
+// its commands against the convention of package cli.
+func TestHelpConvention(t *testing.T) {
+	clitest.Check(t, func(stdout, stderr io.Writer) cli.Command {
+		return command(strings.NewReader(""), stdout, stderr, defaultHooks())
+	}, func(args []string, stdout, stderr io.Writer) int {
+		return run(args, strings.NewReader(""), stdout, stderr)
+	})
 }

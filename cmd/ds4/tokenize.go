@@ -18,7 +18,7 @@ import (
 func readInput(fs *pflag.FlagSet, file string, stdin io.Reader) (string, error) {
 	switch {
 	case fs.NArg() > 1 || (fs.NArg() == 1 && file != ""):
-		return "", usageError{fmt.Errorf("give the input as one argument, --file, or on stdin")}
+		return "", cli.Usage(fmt.Errorf("give the input as one argument, --file, or on stdin"))
 	case fs.NArg() == 1:
 		return fs.Arg(0), nil
 	case file != "":
@@ -38,10 +38,10 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	nothink := fs.Bool("nothink", false, "with --chat: thinking disabled (the default)")
 	special := fs.Bool("special", false, "without --chat: turn special-token text into special tokens")
 	if err := cli.Parse(fs, args); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if *think && *nothink {
-		return usageError{fmt.Errorf("--think and --nothink exclude each other")}
+		return cli.Usage(fmt.Errorf("--think and --nothink exclude each other"))
 	}
 	text, err := readInput(fs, *file, stdin)
 	if err != nil {
@@ -80,7 +80,7 @@ func runDetokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	file := fs.StringP("file", "f", "", "read the JSON array of ids from FILE")
 	if err := cli.Parse(fs, args); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	text, err := readInput(fs, *file, stdin)
 	if err != nil {
