@@ -24,7 +24,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -55,13 +54,34 @@ const defaultModel = engine.DefaultModel
 const apiKeyEnv = "DS4_API_KEY"
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr, nil))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, nil))
 }
 
-// usageError marks mistakes in the command line (exit status 2).
-type usageError struct{ error }
+// run executes the command line and returns the exit status.
+func run(args []string, stdout, stderr io.Writer, hooks *testHooks) int {
+	return cli.Main(command(stderr, hooks), args, stdout, stderr)
+}
 
-func (e usageError) Unwrap() error { return e.error }
+// command describes ds4-server.
+func command(stderr io.Writer, hooks *testHooks) cli.Command {
+	return cli.Command{
+		Name:     "ds4-server",
+		Synopsis: []string{"[flags]"},
+		Doc: `Serves DeepSeek V4 Flash over HTTP with the OpenAI (chat completions,
+completions, responses) and Anthropic (messages) APIs, on 127.0.0.1
+unless --host says otherwise (any other address needs an API key). With
+no -m and no ./` + defaultModel + ` it serves the built-in tiny synthetic model.
+The first SIGINT or SIGTERM stops accepting requests and saves the live
+session to the disk KV cache; a second one exits at once.`,
+		Run: func(args []string) error {
+			o, err := parseFlags(args, stderr)
+			if err != nil {
+				return err
+			}
+			return serve(o, stderr, hooks)
+		},
+	}
+}
 
 // options are the parsed command line.
 type options struct {
@@ -75,16 +95,16 @@ type options struct {
 	keepAlive, readTimeout                   time.Duration
 	steerFile                                string
 	steerFFN, steerAttn                      float32 // resolved scales; both 0 means no steering
+	rawFFN, rawAttn                          float64 // the scales as given
 }
 
-func parseFlags(args []string, stderr io.Writer) (*options, error) {
-	var o options
+// flagSet returns the flag set that parses into o, holding the defaults.
+func (o *options) flagSet() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("ds4-server", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.StringVarP(&o.model, "model", "m", "", "model GGUF (default ./"+defaultModel+", else the built-in tiny model)")
 	fs.IntVarP(&o.ctx, "ctx", "c", 32768, "context size in tokens, allocated at start-up")
 	fs.IntVarP(&o.tokens, "tokens", "n", server.DefaultMaxTokens, "default maximum output tokens when a request sets none")
-	fs.IntVarP(&o.threads, "threads", "t", 0, "CPU worker threads (0: one per CPU)")
+	fs.IntVarP(&o.threads, "threads", "t", 0, cli.ThreadsUsage)
 	fs.StringVar(&o.chdir, "chdir", "", "change to DIR before loading")
 	fs.BoolVar(&o.warm, "warm-weights", false, "read every page of the weights before serving: a slower start, no page faults in the first requests")
 	fs.StringVar(&o.host, "host", "127.0.0.1", "address to listen on (localhost means 127.0.0.1); non-loopback addresses need --api-key")
@@ -110,30 +130,52 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.keepAlive, "keep-alive", server.DefaultKeepAlive, "interval of SSE keep-alive comments while a stream waits")
 	fs.DurationVar(&o.readTimeout, "read-timeout", server.DefaultReadTimeout, "time a client has to send a request, headers and body; a connection past it is closed (responses are not limited)")
 	fs.IntVar(&o.maxConns, "max-connections", server.DefaultMaxConnections, "open client connections; more get 503 and are closed")
-	var steerFFN, steerAttn float64
 	fs.StringVar(&o.steerFile, "dir-steering-file", "", "directional steering vector FILE (.f32)")
-	fs.Float64Var(&steerFFN, "dir-steering-ffn", 0, "steering scale at the FFN output in [-100, 100] (1 when only a file is given)")
-	fs.Float64Var(&steerAttn, "dir-steering-attn", 0, "steering scale at the attention output in [-100, 100]")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: ds4-server [flags]\n\n%s", fs.FlagUsages())
-	}
+	fs.Float64Var(&o.rawFFN, "dir-steering-ffn", 0, "steering scale at the FFN output in [-100, 100] (1 when only a file is given)")
+	fs.Float64Var(&o.rawAttn, "dir-steering-attn", 0, "steering scale at the attention output in [-100, 100]")
 	cli.AddUpstream(fs, upstreamFlags()...)
+	return fs
+}
+
+// parseFlags parses and checks the command line; its errors are usage
+// errors.
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	var o options
+	fs := o.flagSet()
 	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
 	}
+	if err := o.check(fs, stderr); err != nil {
+		return nil, cli.Usage(err)
+	}
+	if o.host == "localhost" {
+		o.host = "127.0.0.1"
+	}
+	if o.apiKey == "" {
+		o.apiKey = os.Getenv(apiKeyEnv)
+	}
+	return &o, nil
+}
+
+// check checks the parsed flags, naming the flag and the value at fault,
+// and resolves the steering scales.
+func (o *options) check(fs *pflag.FlagSet, stderr io.Writer) error {
 	if err := cli.CheckUpstream(fs, stderr, "ds4-server", upstreamFlags()...); err != nil {
-		return nil, err
+		return err
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	var err error
-	o.steerFFN, o.steerAttn, err = steering.Scales(o.steerFile, steerFFN, steerAttn, fs.Changed("dir-steering-ffn"), fs.Changed("dir-steering-attn"))
+	o.steerFFN, o.steerAttn, err = steering.Scales(o.steerFile, o.rawFFN, o.rawAttn, fs.Changed("dir-steering-ffn"), fs.Changed("dir-steering-attn"))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := cli.Context(fs, "ctx", o.ctx); err != nil {
-		return nil, err
+		return err
+	}
+	if err := cli.Threads(fs, o.threads); err != nil {
+		return err
 	}
 	for _, c := range []struct {
 		name string
@@ -141,7 +183,6 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		want string
 	}{
 		{"tokens", o.tokens <= 0, "must be at least 1"},
-		{"threads", o.threads < 0, "must be at least 0 (0: one thread per CPU)"},
 		{"port", o.port < 0 || o.port > 65535, "must be in [0, 65535]"},
 		{"kv-disk-space-mb", o.kvSpaceMB <= 0, "must be at least 1"},
 		{"kv-cache-min-tokens", o.kvPolicy.MinTokens <= 0, "must be at least 1"},
@@ -159,16 +200,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		{"max-connections", o.maxConns <= 0, "must be at least 1"},
 	} {
 		if c.bad {
-			return nil, cli.FlagError(fs, c.name, "%s", c.want)
+			return cli.FlagError(fs, c.name, "%s", c.want)
 		}
 	}
-	if o.host == "localhost" {
-		o.host = "127.0.0.1"
-	}
-	if o.apiKey == "" {
-		o.apiKey = os.Getenv(apiKeyEnv)
-	}
-	return &o, nil
+	return nil
 }
 
 // testHooks let tests learn the listening address and stop the server.
@@ -177,52 +212,16 @@ type testHooks struct {
 	stop  <-chan struct{}
 }
 
-// run executes the command line and returns the exit status.
-func run(args []string, stderr io.Writer, hooks *testHooks) int {
-	o, err := parseFlags(args, stderr)
-	switch {
-	case errors.Is(err, pflag.ErrHelp):
-		return 0
-	case err != nil:
-		fmt.Fprintf(stderr, "ds4-server: %v\n", err)
-		return 2
-	}
-	if err := serve(o, stderr, hooks); err != nil {
-		fmt.Fprintf(stderr, "ds4-server: %v\n", err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			return 2
-		}
-		return 1
-	}
-	return 0
-}
-
+// serve loads the model, serves until a signal or hooks.stop, and shuts
+// down.
 func serve(o *options, stderr io.Writer, hooks *testHooks) error {
 	logger := log.New(stderr, "", log.LstdFlags)
-	if o.chdir != "" {
-		if err := os.Chdir(o.chdir); err != nil {
-			return usageError{fmt.Errorf("--chdir %s: %w", o.chdir, err)}
-		}
+	if err := o.prepare(); err != nil {
+		return cli.Usage(err)
 	}
-	addr := net.JoinHostPort(o.host, strconv.Itoa(o.port))
-	if ip := net.ParseIP(o.host); o.apiKey == "" && (ip == nil || !ip.IsLoopback()) {
-		return usageError{fmt.Errorf("--host %s: listening on %q needs an API key (--api-key or $%s)", o.host, o.host, apiKeyEnv)}
-	}
-	// Paths are checked after --chdir, which they are relative to.
-	if err := checkPaths(o); err != nil {
-		return usageError{err}
-	}
-
-	m, name, tiny, err := openModel(o.model)
+	m, name, tiny, err := openModel(o, stderr)
 	if err != nil {
 		return err
-	}
-	if max := m.Params.ContextLength; max > 0 && o.ctx > max {
-		return usageError{fmt.Errorf("--ctx %d: must be at most %d, the context length of %s", o.ctx, max, name)}
-	}
-	if o.warm {
-		m.WarmWeights(stderr, "ds4-server")
 	}
 	tok, err := tokenizer.Default()
 	if err != nil {
@@ -250,16 +249,76 @@ func serve(o *options, stderr io.Writer, hooks *testHooks) error {
 		defer f.Close()
 		trace = f
 	}
+	l := &loaded{m: m, tok: tok, sess: sess, name: name, tiny: tiny}
+	srv, err := newServer(o, l, trace, logger, stderr)
+	if err != nil {
+		return err
+	}
+	return listenAndServe(srv, o, l, logger, hooks)
+}
+
+// prepare changes to --chdir and checks the listening address and the
+// paths, which are relative to it, before anything is loaded.
+func (o *options) prepare() error {
+	if o.chdir != "" {
+		if err := os.Chdir(o.chdir); err != nil {
+			return fmt.Errorf("--chdir %s: %w", o.chdir, err)
+		}
+	}
+	if ip := net.ParseIP(o.host); o.apiKey == "" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("--host %s: listening on %q needs an API key (--api-key or $%s)", o.host, o.host, apiKeyEnv)
+	}
+	return checkPaths(o)
+}
+
+// loaded is what the server serves: the model, its tokenizer and session,
+// and the model's name for the log and /v1/models.
+type loaded struct {
+	m    *engine.Model
+	tok  *tokenizer.Tokenizer
+	sess *engine.Session
+	name string
+	tiny bool // the built-in tiny model
+}
+
+// openModel opens the model of -m with cli.OpenModel, checks --ctx against
+// its context length and warms its weights for --warm-weights; name names
+// it for the log and /v1/models.
+func openModel(o *options, stderr io.Writer) (m *engine.Model, name string, tiny bool, err error) {
+	m, opened, err := cli.OpenModel(o.model, false, "ds4-server", stderr)
+	if err != nil {
+		return nil, "", false, err
+	}
+	name, tiny = "DS4 tiny (embedded synthetic model)", opened == ""
+	if !tiny {
+		shown := o.model
+		if shown == "" {
+			shown = defaultModel
+		}
+		name = "DeepSeek V4 Flash (" + shown + ")"
+	}
+	if max := m.Params.ContextLength; max > 0 && o.ctx > max {
+		return nil, "", false, cli.Usage(fmt.Errorf("--ctx %d: must be at most %d, the context length of %s", o.ctx, max, name))
+	}
+	if o.warm {
+		m.WarmWeights(stderr, "ds4-server")
+	}
+	return m, name, tiny, nil
+}
+
+// newServer assembles the server's configuration, with the disk KV cache
+// when --kv-disk-dir asks for it, and creates the server.
+func newServer(o *options, l *loaded, trace io.Writer, logger *log.Logger, stderr io.Writer) (*server.Server, error) {
 	toolIDs := o.toolIDs
 	if o.noReplay {
 		toolIDs = -1
 	}
 	var srv *server.Server
 	cfg := server.Config{
-		Session:          sess,
-		Tokenizer:        tok,
-		ModelName:        name,
-		Tiny:             tiny,
+		Session:          l.sess,
+		Tokenizer:        l.tok,
+		ModelName:        l.name,
+		Tiny:             l.tiny,
 		DefaultMaxTokens: o.tokens,
 		QueueSize:        o.queue,
 		MaxBodyBytes:     int64(o.maxBodyMB) << 20,
@@ -274,7 +333,7 @@ func serve(o *options, stderr io.Writer, hooks *testHooks) error {
 		Log:              logger,
 	}
 	if o.kvDir != "" {
-		store, mgr, err := openKVCache(o, m, tok, sess, stderr, func(key []byte) []kvcache.ToolEntry { return srv.ToolEntries(key) })
+		store, mgr, err := openKVCache(o, l.m, l.tok, l.sess, stderr, func(key []byte) []kvcache.ToolEntry { return srv.ToolEntries(key) })
 		if err != nil {
 			logger.Printf("ds4-server: disk KV cache disabled: %v", err)
 		} else {
@@ -286,24 +345,27 @@ func serve(o *options, stderr io.Writer, hooks *testHooks) error {
 			logger.Printf("ds4-server: disk KV cache in %s: %d checkpoints, %d of %d MiB", store.Dir(), st.Files, st.Bytes>>20, o.kvSpaceMB)
 		}
 	}
+	var err error
 	srv, err = server.New(cfg)
+	return srv, err
+}
+
+// listenAndServe serves srv on the address of o until it fails, a signal
+// arrives or hooks.stop closes, then shuts it down.
+func listenAndServe(srv *server.Server, o *options, l *loaded, logger *log.Logger, hooks *testHooks) error {
+	ln, err := net.Listen("tcp", net.JoinHostPort(o.host, strconv.Itoa(o.port)))
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	what := "model " + name
-	if tiny {
+	what := "model " + l.name
+	if l.tiny {
 		what = "the embedded tiny model (random weights, gibberish output: no -m given and no ./" + defaultModel + ")"
 	}
-	logger.Printf("ds4-server: serving %s, context %d tokens, ~%d MiB of KV state", what, o.ctx, kvEstimateMiB(m, o.ctx))
+	logger.Printf("ds4-server: serving %s, context %d tokens, ~%d MiB of KV state", what, o.ctx, kvEstimateMiB(l.m, o.ctx))
 	logger.Printf("ds4-server: listening on http://%s", ln.Addr())
 	if hooks != nil && hooks.ready != nil {
 		hooks.ready <- ln.Addr().String()
 	}
-
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	sig := make(chan os.Signal, 2)
@@ -391,19 +453,6 @@ func loadSteering(o *options, m *engine.Model) (*engine.Steering, error) {
 		return nil, nil // steering off: the file is not read
 	}
 	return steering.Load(o.steerFile, o.steerFFN, o.steerAttn, m.Params.Layers, m.Params.Embd)
-}
-
-// openModel opens path, or ./ds4flash.gguf, or the built-in tiny model,
-// and names it for the log.
-func openModel(path string) (m *engine.Model, name string, tiny bool, err error) {
-	m, opened, err := engine.OpenDefault(path)
-	switch {
-	case err != nil:
-		return nil, "", false, err
-	case opened == "":
-		return m, "DS4 tiny (embedded synthetic model)", true, nil
-	}
-	return m, "DeepSeek V4 Flash (" + opened + ")", false, nil
 }
 
 // kvEstimateMiB estimates the session's cache memory: the raw window and

@@ -14,6 +14,8 @@ import (
 	"github.com/ds4-go/ds4/convert/synth"
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/internal/cli"
+	"github.com/ds4-go/ds4/internal/cli/clitest"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server's logger and the test.
@@ -56,7 +58,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--dir-steering-ffn", "x"}, 2, "--dir-steering-ffn"},
 	} {
 		var stderr syncBuffer
-		if code := run(c.args, &stderr, nil); code != c.code || !strings.Contains(stderr.String(), c.want) {
+		if code := run(c.args, &stderr, &stderr, nil); code != c.code || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("%v: exit %d, stderr %q", c.args, code, stderr.String())
 		}
 	}
@@ -69,7 +71,7 @@ func TestServeTinyModel(t *testing.T) {
 	var stderr syncBuffer
 	code := make(chan int, 1)
 	go func() {
-		code <- run([]string{"--port", "0", "--ctx", "1024", "--kv-disk-dir", "kv", "--warm-weights", "--trace", "requests.trace"}, &stderr, &testHooks{ready: ready, stop: stop})
+		code <- run([]string{"--port", "0", "--ctx", "1024", "--kv-disk-dir", "kv", "--warm-weights", "--trace", "requests.trace"}, &stderr, &stderr, &testHooks{ready: ready, stop: stop})
 	}()
 	var addr string
 	select {
@@ -148,7 +150,7 @@ func TestSteeringFlags(t *testing.T) {
 func TestSteeringFileMissing(t *testing.T) {
 	t.Chdir(t.TempDir())
 	var stderr syncBuffer
-	if code := run([]string{"--port", "0", "--ctx", "64", "--dir-steering-file", "missing.f32"}, &stderr, nil); code != 2 || !strings.Contains(stderr.String(), "--dir-steering-file missing.f32: no such file") {
+	if code := run([]string{"--port", "0", "--ctx", "64", "--dir-steering-file", "missing.f32"}, &stderr, &stderr, nil); code != 2 || !strings.Contains(stderr.String(), "--dir-steering-file missing.f32: no such file") {
 		t.Errorf("exit %d, stderr %q", code, stderr.String())
 	}
 }
@@ -193,7 +195,7 @@ func TestUsageBeforeLoading(t *testing.T) {
 		{[]string{"--backend", "cuda"}, "--backend cuda: not in this build"},
 	} {
 		var stderr syncBuffer
-		code := run(c.args, &stderr, nil)
+		code := run(c.args, &stderr, &stderr, nil)
 		log := stderr.String()
 		if code != 2 || !strings.Contains(log, c.want) {
 			t.Errorf("%q: exit %d, stderr %q, want %q", c.args, code, log, c.want)
@@ -227,7 +229,7 @@ func TestUpstreamLaunchLine(t *testing.T) {
 	stop := make(chan struct{})
 	var stderr syncBuffer
 	code := make(chan int, 1)
-	go func() { code <- run(args, &stderr, &testHooks{ready: ready, stop: stop}) }()
+	go func() { code <- run(args, &stderr, &stderr, &testHooks{ready: ready, stop: stop}) }()
 	select {
 	case <-ready:
 	case c := <-code:
@@ -253,4 +255,14 @@ func TestUpstreamLaunchLine(t *testing.T) {
 	if n := strings.Count(log, ": ignored"); n != 2 {
 		t.Errorf("%d notices, want 2:\n%s", n, log)
 	}
+}
+
+// TestHelpConvention checks --help, -h and bad flags of ds4-server against
+// the convention of package cli.
+func TestHelpConvention(t *testing.T) {
+	clitest.Check(t, func(stdout, stderr io.Writer) cli.Command {
+		return command(stderr, nil)
+	}, func(args []string, stdout, stderr io.Writer) int {
+		return run(args, stdout, stderr, nil)
+	})
 }
