@@ -245,3 +245,35 @@ func (p *Plan) WriteFile(path string, force bool, progress func(n int64)) (err e
 	}
 	return nil
 }
+
+// TensorBytes returns the tensor bytes Write copies, the total its
+// progress callback reaches.
+func (p *Plan) TensorBytes() int64 {
+	var total int64
+	for _, t := range p.Tensors {
+		total += int64(t.Size)
+	}
+	return total
+}
+
+// WriteSummary writes the plan: the layers, the donor tensors by type and
+// the payload sizes.
+func (p *Plan) WriteSummary(w io.Writer) {
+	fmt.Fprintf(w, "layers from the donor: %v\n", p.Layers)
+	types := make([]quant.Type, 0, len(p.DonorTypes))
+	for t := range p.DonorTypes {
+		types = append(types, t)
+	}
+	slices.Sort(types)
+	fmt.Fprintf(w, "donor tensors: %d", p.Donors)
+	for _, t := range types {
+		fmt.Fprintf(w, ", %d %v", p.DonorTypes[t], t)
+	}
+	fmt.Fprintln(w)
+	const gib = 1 << 30
+	delta := p.MixedBytes - p.BaseBytes
+	fmt.Fprintf(w, "base payload: %d bytes (%.3f GiB)\n", p.BaseBytes, float64(p.BaseBytes)/gib)
+	fmt.Fprintf(w, "mixed payload: %d bytes (%.3f GiB)\n", p.MixedBytes, float64(p.MixedBytes)/gib)
+	fmt.Fprintf(w, "delta: %+d bytes (%+.3f GiB)\n", delta, float64(delta)/gib)
+	fmt.Fprintf(w, "file: %d bytes\n", p.DataOffset+p.MixedBytes)
+}

@@ -2,6 +2,7 @@ package splice
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -121,6 +122,13 @@ func TestSplice(t *testing.T) {
 		mixedBytes += int64((ti.Size + 31) / 32 * 32)
 	}
 	require.Equal(t, want, copied)
+	require.Equal(t, want, p.TensorBytes())
+	var sum bytes.Buffer
+	p.WriteSummary(&sum)
+	require.Equal(t, fmt.Sprintf("layers from the donor: [2 3]\ndonor tensors: 6, 6 Q4_K\n"+
+		"base payload: %d bytes (%.3f GiB)\nmixed payload: %d bytes (%.3f GiB)\ndelta: %+d bytes (%+.3f GiB)\nfile: %d bytes\n",
+		p.BaseBytes, float64(p.BaseBytes)/(1<<30), p.MixedBytes, float64(p.MixedBytes)/(1<<30),
+		p.MixedBytes-p.BaseBytes, float64(p.MixedBytes-p.BaseBytes)/(1<<30), f.Size()), sum.String())
 	require.Equal(t, baseBytes, p.BaseBytes)
 	require.Equal(t, mixedBytes, p.MixedBytes)
 
