@@ -398,10 +398,7 @@ func runPlot(args []string, stdout, stderr io.Writer) error {
 	width := fs.Int("width", plots.DefaultWidth, "width in points (pixels in PNG)")
 	height := fs.Int("height", plots.DefaultHeight, "height in points (pixels in PNG)")
 	if err := cli.Parse(fs, args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return err
-		}
-		return cli.Usage(err)
+		return err
 	}
 	if fs.NArg() == 0 {
 		return cli.Usage(errors.New("plot: give one or more ds4-bench CSV files"))

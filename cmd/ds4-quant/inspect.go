@@ -19,7 +19,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	quiet := fs.BoolP("quiet", "q", false, "print only the summary and the layout check")
 	if err := cli.Parse(fs, args); err != nil {
-		return cli.Usage(err)
+		return err
 	}
 	if fs.NArg() != 1 {
 		return cli.Usage(fmt.Errorf("need exactly one GGUF file"))

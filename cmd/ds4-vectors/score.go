@@ -63,10 +63,7 @@ func runScore(args []string, stdout, stderr io.Writer) error {
 	threads := fs.IntP("threads", "t", 0, cli.ThreadsUsage)
 	parquetDir := fs.String("parquet", "", "also write the rows as Parquet under DIR (hive-style partitions)")
 	if err := cli.Parse(fs, args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return err
-		}
-		return cli.Usage(err)
+		return err
 	}
 	if fs.NArg() != 2 {
 		return cli.Usage(errors.New("score: give MANIFEST.tsv and OUT.tsv"))
@@ -140,10 +137,7 @@ func runCompareScores(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	parquetDir := fs.String("parquet", "", "also write the joined rows as Parquet under DIR (hive-style partitions)")
 	if err := cli.Parse(fs, args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return err
-		}
-		return cli.Usage(err)
+		return err
 	}
 	if fs.NArg() != 2 {
 		return cli.Usage(errors.New("compare-scores: give OLD.tsv and NEW.tsv"))
@@ -199,10 +193,7 @@ func runManifest(args []string, stdout, stderr io.Writer) error {
 	ctx := fs.Int("ctx", 4096, "session context in tokens")
 	threads := fs.IntP("threads", "t", 0, cli.ThreadsUsage)
 	if err := cli.Parse(fs, args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return err
-		}
-		return cli.Usage(err)
+		return err
 	}
 	if fs.NArg() != 0 || *out == "" {
 		return cli.Usage(errors.New("manifest: give --out DIR and no arguments"))

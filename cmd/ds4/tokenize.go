@@ -38,7 +38,7 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	nothink := fs.Bool("nothink", false, "with --chat: thinking disabled (the default)")
 	special := fs.Bool("special", false, "without --chat: turn special-token text into special tokens")
 	if err := cli.Parse(fs, args); err != nil {
-		return cli.Usage(err)
+		return err
 	}
 	if *think && *nothink {
 		return cli.Usage(fmt.Errorf("--think and --nothink exclude each other"))
@@ -80,7 +80,7 @@ func runDetokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	file := fs.StringP("file", "f", "", "read the JSON array of ids from FILE")
 	if err := cli.Parse(fs, args); err != nil {
-		return cli.Usage(err)
+		return err
 	}
 	text, err := readInput(fs, *file, stdin)
 	if err != nil {
