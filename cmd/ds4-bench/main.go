@@ -46,9 +46,6 @@ import (
 	"github.com/ds4-go/ds4/steering"
 )
 
-// defaultModel is the GGUF used when -m is not given.
-const defaultModel = engine.DefaultModel
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -117,7 +114,7 @@ func parseBench(args []string, stdout, stderr io.Writer) (*benchFlags, *pflag.Fl
 	fs.StringVar(&f.promptFile, "prompt-file", "", "raw benchmark text, tokenized as plain text (no BOS, no template)")
 	fs.StringVar(&f.chatFile, "chat-prompt-file", "", "text rendered as one non-thinking chat user message")
 	fs.StringVar(&f.system, "system", cli.DefaultSystem, "system text, only with --chat-prompt-file (also -sys)")
-	fs.StringVarP(&f.model, "model", "m", "", "GGUF model (default ./"+defaultModel+", else the built-in tiny model)")
+	fs.StringVarP(&f.model, "model", "m", "", cli.ModelUsage)
 	fs.IntVarP(&f.threads, "threads", "t", 0, cli.ThreadsUsage)
 	fs.BoolVar(&f.warm, "warm-weights", false, "read every page of the weights before measuring")
 	fs.IntVar(&f.cfg.CtxStart, "ctx-start", f.cfg.CtxStart, "first measured frontier")

@@ -47,7 +47,7 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := pflag.NewFlagSet("ds4-bench roofline", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.SortFlags = false
-	model := fs.StringP("model", "m", "", "GGUF model (default ./"+defaultModel+", else the built-in tiny model)")
+	model := fs.StringP("model", "m", "", cli.ModelUsage)
 	probes := addProbeFlags(fs)
 	prefill := fs.Int("prefill", 64, "prompt tokens prefilled to measure prefill speed")
 	decode := fs.Int("decode", 16, "tokens decoded after the prefill (and 4 untimed ones) to measure decode speed")

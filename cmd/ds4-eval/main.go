@@ -122,7 +122,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*evalFlags, error) {
 	fs.SetOutput(stderr)
 	fs.SortFlags = false
 	fs.StringVarP(&f.questionsFile, "questions-file", "f", "", "JSONL question file (required)")
-	fs.StringVarP(&f.model, "model", "m", "", "GGUF model (default ./"+engine.DefaultModel+", else the built-in tiny model)")
+	fs.StringVarP(&f.model, "model", "m", "", cli.ModelUsage)
 	fs.IntVarP(&f.threads, "threads", "t", 0, cli.ThreadsUsage)
 	fs.BoolVar(&f.warm, "warm-weights", false, "read every page of the weights before evaluating")
 	fs.IntVarP(&f.cfg.Tokens, "tokens", "n", 16000, "max generated tokens per question (at most 1000000)")

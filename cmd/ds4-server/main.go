@@ -101,7 +101,7 @@ type options struct {
 // flagSet returns the flag set that parses into o, holding the defaults.
 func (o *options) flagSet() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("ds4-server", pflag.ContinueOnError)
-	fs.StringVarP(&o.model, "model", "m", "", "model GGUF (default ./"+defaultModel+", else the built-in tiny model)")
+	fs.StringVarP(&o.model, "model", "m", "", cli.ModelUsage)
 	fs.IntVarP(&o.ctx, "ctx", "c", 32768, "context size in tokens, allocated at start-up")
 	fs.IntVarP(&o.tokens, "tokens", "n", server.DefaultMaxTokens, "default maximum output tokens when a request sets none")
 	fs.IntVarP(&o.threads, "threads", "t", 0, cli.ThreadsUsage)

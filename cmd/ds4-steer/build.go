@@ -30,7 +30,7 @@ func runBuild(args []string, stdout, stderr io.Writer) error {
 	var f buildFlags
 	fs := pflag.NewFlagSet("ds4-steer build", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVarP(&f.model, "model", "m", "", "GGUF model (default ./"+defaultModel+", else the built-in tiny model)")
+	fs.StringVarP(&f.model, "model", "m", "", cli.ModelUsage)
 	fs.StringVar(&f.good, "good", "", "target prompts, one per line (required)")
 	fs.StringVar(&f.bad, "bad", "", "contrast prompts, one per line (required)")
 	fs.StringVar(&f.out, "out", "dir-steering/out/direction.json", "output path; <stem>.f32 and <stem>.json are written")

@@ -28,12 +28,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/internal/cli"
 )
-
-// defaultModel is the GGUF ds4-steer looks for when -m is not given.
-const defaultModel = engine.DefaultModel
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))

@@ -57,7 +57,7 @@ func runSweep(args []string, stdout, stderr io.Writer) error {
 	var f sweepFlags
 	fs := pflag.NewFlagSet("ds4-steer sweep", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVarP(&f.model, "model", "m", "", "GGUF model (default ./"+defaultModel+", else the built-in tiny model)")
+	fs.StringVarP(&f.model, "model", "m", "", cli.ModelUsage)
 	fs.StringVar(&f.direction, "direction", "", "steering direction .f32 (required)")
 	fs.StringVar(&f.prompts, "prompts", "", "neutral prompts, one per line (required)")
 	fs.StringVar(&f.scales, "scales", "-2,-1,-0.5,0,0.5,1,2", "comma-separated FFN scales in [-100, 100]")

@@ -58,7 +58,7 @@ func checkScoring(fs *pflag.FlagSet, model string, ctx, threads int) error {
 func runScore(args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("score", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	model := fs.StringP("model", "m", "", "model GGUF (default ./ds4flash.gguf, else the built-in tiny model)")
+	model := fs.StringP("model", "m", "", cli.ModelUsage)
 	ctx := fs.Int("ctx", 4096, "session context in tokens (at least 1024)")
 	threads := fs.IntP("threads", "t", 0, cli.ThreadsUsage)
 	parquetDir := fs.String("parquet", "", "also write the rows as Parquet under DIR (hive-style partitions)")

@@ -45,7 +45,7 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	fs.StringVarP(&g.prompt, "prompt", "p", "", "one-shot prompt")
 	fs.StringVar(&g.promptFile, "prompt-file", "", "read the prompt from FILE")
 	fs.StringVar(&g.system, "system", prompt.CompletionSystem, `system text ("" disables it); also -sys`)
-	fs.StringVarP(&g.model, "model", "m", "", "model GGUF (default ./"+defaultModel+", else the built-in tiny model)")
+	fs.StringVarP(&g.model, "model", "m", "", cli.ModelUsage)
 	fs.IntVarP(&g.tokens, "tokens", "n", 50000, "maximum tokens to generate")
 	fs.IntVarP(&g.ctx, "ctx", "c", 32768, "context size in tokens")
 	fs.IntVarP(&g.threads, "threads", "t", 0, "worker threads (0: one per CPU)")

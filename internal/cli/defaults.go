@@ -16,6 +16,10 @@ import (
 // default, without a final period.
 const DefaultSystem = prompt.CompletionSystem
 
+// ModelUsage is the help text of the -m/--model flag of every command
+// that opens the model with OpenModel.
+const ModelUsage = "GGUF model (default ./" + engine.DefaultModel + ", else the built-in tiny model)"
+
 // ThreadsUsage is the help text of the --threads flag.
 const ThreadsUsage = "CPU worker threads (0: one per CPU)"
 
