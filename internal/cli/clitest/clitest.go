@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/ds4-go/ds4/harness"
 	"github.com/ds4-go/ds4/internal/cli"
 )
 
@@ -82,6 +83,7 @@ func checkHelp(t *testing.T, tree func(stdout, stderr io.Writer) cli.Command, ma
 		}
 	}
 	if c.Run != nil {
+		checkDefaults(t, c.Name, flagsOf(t, tree, path))
 		flagsOf(t, tree, path).VisitAll(func(f *pflag.Flag) {
 			want := "--" + f.Name
 			if f.Shorthand != "" {
@@ -120,6 +122,20 @@ func checkBad(t *testing.T, main Main, path []string, c cli.Command) {
 		}
 		if len(c.Synopsis) > 0 && !strings.Contains(errOut, "\nUsage: "+c.Name+" "+c.Synopsis[0]+"\n") {
 			t.Errorf("%q: stderr %q lacks the usage line", b.args, errOut)
+		}
+	}
+}
+
+// checkDefaults checks that the flags every command shares have the one
+// default defined for them: --system (and upstream's -sys) and --hash.
+func checkDefaults(t *testing.T, name string, fs *pflag.FlagSet) {
+	for flag, want := range map[string]string{
+		"system": cli.DefaultSystem,
+		"sys":    cli.DefaultSystem,
+		"hash":   string(harness.DefaultHash),
+	} {
+		if f := fs.Lookup(flag); f != nil && f.DefValue != want {
+			t.Errorf("%s --%s defaults to %q; want %q, the shared default", name, flag, f.DefValue, want)
 		}
 	}
 }
