@@ -1,6 +1,10 @@
 package quant
 
-import "math"
+import (
+	"math"
+
+	"github.com/ds4-go/ds4/internal/cpufeat"
+)
 
 // BlockQ8K is one 256-element activation block quantized to Q8_K.
 //
@@ -43,14 +47,42 @@ func QuantizeQ8K(x []float32, dst []BlockQ8K) {
 	if len(x)%QK_K != 0 {
 		panic("quant: QuantizeQ8K input length is not a multiple of 256")
 	}
+	quantizeQ8KWith(hostAct, x, dst)
+}
+
+// quantizeQ8KWith is QuantizeQ8K with the block kernels of a.
+func quantizeQ8KWith(a actKernels, x []float32, dst []BlockQ8K) {
 	nb := len(x) / QK_K
 	dst = dst[:nb]
 	// The SIMD form, where there is one, does the same float32 operations
 	// and rounds the same way, so the bits match.
-	for b := quantizeQ8KFull(x, dst); b < nb; b++ {
+	for b := a.q8K(x, dst); b < nb; b++ {
 		quantizeQ8KBlock((*[QK_K]float32)(x[b*QK_K:]), &dst[b])
 	}
 }
+
+// actKernels are one form of the activation quantizers' whole-block
+// loops: each quantizes the len(dst) whole blocks of x and returns how
+// many it did, the rest left to the Go code.
+type actKernels struct {
+	name string // "go" for the Go code alone, else the instruction set
+	q8_0 func(x []float32, dst []BlockQ8_0) int
+	q8K  func(x []float32, dst []BlockQ8K) int
+	// q8_0Sums sets sums[b] as Q8_0Sums does for the blocks it does.
+	q8_0Sums func(x []BlockQ8_0, sums []int32) int
+}
+
+// goAct leaves every block to the Go code.
+var goAct = actKernels{
+	name: genericName,
+	q8_0: func([]float32, []BlockQ8_0) int { return 0 },
+	q8K:  func([]float32, []BlockQ8K) int { return 0 },
+
+	q8_0Sums: func([]BlockQ8_0, []int32) int { return 0 },
+}
+
+// hostAct is the form of the host's level (cpufeat.Host).
+var hostAct = actFor(cpufeat.Host().Level())
 
 // quantizeQ8KBlock quantizes the 256 values of xb into y.
 func quantizeQ8KBlock(xb *[QK_K]float32, y *BlockQ8K) {
@@ -101,13 +133,16 @@ func quantizeQ8KBlock(xb *[QK_K]float32, y *BlockQ8K) {
 // rounding error), as the vector Q8_0 kernels need. Results for
 // blocks holding NaN or Inf are unspecified. QuantizeQ8_0 panics if dst is
 // shorter than ceil(len(x)/32).
-func QuantizeQ8_0(x []float32, dst []BlockQ8_0) {
+func QuantizeQ8_0(x []float32, dst []BlockQ8_0) { quantizeQ8_0With(hostAct, x, dst) }
+
+// quantizeQ8_0With is QuantizeQ8_0 with the block kernels of a.
+func quantizeQ8_0With(a actKernels, x []float32, dst []BlockQ8_0) {
 	nb := (len(x) + 31) / 32
 	dst = dst[:nb]
 	// Whole blocks go to the SIMD form where there is one; it does the
 	// same float32 operations and rounds the same way, so the bits match.
 	full := len(x) / 32
-	for b := quantizeQ8_0Full(x[:32*full], dst[:full]); b < nb; b++ {
+	for b := a.q8_0(x[:32*full], dst[:full]); b < nb; b++ {
 		quantizeQ8_0Act(x[b*32:min(b*32+32, len(x))], &dst[b])
 	}
 }

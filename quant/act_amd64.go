@@ -2,15 +2,21 @@
 
 package quant
 
-import "golang.org/x/sys/cpu"
+import "github.com/ds4-go/ds4/internal/cpufeat"
 
-// hasActAVX2 reports whether quantizeQ8_0AVX2 can run.
-var hasActAVX2 = cpu.X86.HasAVX2
+// actFor returns the AVX2 forms at level AVX2 and above, else the Go
+// code.
+func actFor(l cpufeat.Level) actKernels {
+	if l < cpufeat.AVX2 {
+		return goAct
+	}
+	return actKernels{name: "avx2", q8_0: quantizeQ8_0Full, q8K: quantizeQ8KFull, q8_0Sums: q8_0SumsFull}
+}
 
 // quantizeQ8_0Full quantizes the len(dst) whole blocks of x with AVX2 and
-// returns how many it did: all of them, or none without AVX2.
+// returns how many it did: all of them.
 func quantizeQ8_0Full(x []float32, dst []BlockQ8_0) int {
-	if !hasActAVX2 || len(dst) == 0 {
+	if len(dst) == 0 {
 		return 0
 	}
 	x = x[:32*len(dst)]
@@ -25,9 +31,9 @@ func quantizeQ8_0Full(x []float32, dst []BlockQ8_0) int {
 func quantizeQ8_0AVX2(x *float32, dst *BlockQ8_0, nb int)
 
 // quantizeQ8KFull quantizes the len(dst) blocks of x with AVX2 and returns
-// how many it did: all of them, or none without AVX2.
+// how many it did: all of them.
 func quantizeQ8KFull(x []float32, dst []BlockQ8K) int {
-	if !hasActAVX2 || len(dst) == 0 {
+	if len(dst) == 0 {
 		return 0
 	}
 	x = x[:QK_K*len(dst)]

@@ -2,6 +2,8 @@
 
 package quant
 
-func quantizeQ8_0Full(x []float32, dst []BlockQ8_0) int { return 0 }
+import "github.com/ds4-go/ds4/internal/cpufeat"
 
-func quantizeQ8KFull(x []float32, dst []BlockQ8K) int { return 0 }
+// actFor returns the Go code: there is no SIMD form for this architecture
+// or build.
+func actFor(cpufeat.Level) actKernels { return goAct }

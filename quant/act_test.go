@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ds4-go/ds4/internal/cpufeat"
 )
 
 // actSlack is the relative slack on the |d|/2 quantization error: the scaled
@@ -296,10 +298,11 @@ func TestQuantizeQ8_0Random(t *testing.T) {
 func absF32(v float32) float32 { return float32(math.Abs(float64(v))) }
 
 // TestQuantizeQ8_0WholeBlocks holds QuantizeQ8_0 on whole blocks (the SIMD
-// form where the CPU has one) to quantizeQ8_0Act, the per-block Go code,
-// bit for bit: random blocks over a wide range of scales, exact ties, the
-// ties-to-even cases of TestQuantizeQ8_0 filled out to 32 values, zero
-// and negative-zero blocks, subnormals and single spikes.
+// form where the CPU has one, whatever DS4_PUREGO says) to
+// quantizeQ8_0Act, the per-block Go code, bit for bit: random blocks over
+// a wide range of scales, exact ties, the ties-to-even cases of
+// TestQuantizeQ8_0 filled out to 32 values, zero and negative-zero blocks,
+// subnormals and single spikes.
 func TestQuantizeQ8_0WholeBlocks(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	var blocks [][32]float32
@@ -331,7 +334,7 @@ func TestQuantizeQ8_0WholeBlocks(t *testing.T) {
 		x = append(x, b[:]...)
 	}
 	got := make([]BlockQ8_0, len(blocks))
-	QuantizeQ8_0(x, got)
+	quantizeQ8_0With(cpuAct(), x, got)
 	for i := range blocks {
 		var want BlockQ8_0
 		quantizeQ8_0Act(blocks[i][:], &want)
@@ -386,7 +389,7 @@ func TestQuantizeQ8KWholeBlocks(t *testing.T) {
 	for i := range got {
 		got[i].D, got[i].Qs[0], got[i].Bsums[15] = 55, 55, 55 // all must be written
 	}
-	QuantizeQ8K(x, got)
+	quantizeQ8KWith(cpuAct(), x, got)
 	for i := range blocks {
 		var want BlockQ8K
 		quantizeQ8KBlock(&blocks[i], &want)
@@ -484,7 +487,7 @@ func TestQuantizeTinyBlocks(t *testing.T) {
 				tinyPattern(x, tc.amax, tc.sign)
 				got := make([]BlockQ8_0, 1)
 				got[0].Qs[0], got[0].Qs[31] = 55, 55 // every code must be written
-				QuantizeQ8_0(x, got)
+				quantizeQ8_0With(cpuAct(), x, got)
 				var ref BlockQ8_0
 				quantizeQ8_0Act(x, &ref)
 				require.Equal(t, math.Float32bits(ref.D), math.Float32bits(got[0].D), "SIMD d, Go d")
@@ -505,7 +508,7 @@ func TestQuantizeTinyBlocks(t *testing.T) {
 				tinyPattern(x, tc.amax, tc.sign)
 				got := make([]BlockQ8K, 1)
 				got[0].D, got[0].Qs[0], got[0].Bsums[15] = 55, 55, 55
-				QuantizeQ8K(x, got)
+				quantizeQ8KWith(cpuAct(), x, got)
 				var ref BlockQ8K
 				quantizeQ8KBlock((*[QK_K]float32)(x), &ref)
 				require.Equal(t, math.Float32bits(ref.D), math.Float32bits(got[0].D), "SIMD d, Go d")
@@ -555,3 +558,8 @@ func TestQuantizeTinyBlocks(t *testing.T) {
 		}
 	})
 }
+
+// cpuAct returns the activation quantizers of this CPU's level, whatever
+// DS4_PUREGO says, so that the SIMD forms are held to the Go code in
+// every run.
+func cpuAct() actKernels { return actFor(cpufeat.Host().CPULevel()) }

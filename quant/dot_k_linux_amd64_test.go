@@ -11,7 +11,8 @@ import (
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/cpu"
+
+	"github.com/ds4-go/ds4/internal/cpufeat"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,8 +35,8 @@ type avx2KKernel struct {
 // that cannot run them.
 func avx2KKernels(tb testing.TB) []avx2KKernel {
 	tb.Helper()
-	if !cpu.X86.HasAVX2 || !cpu.X86.HasF16C {
-		tb.Skip("CPU lacks AVX2 or F16C")
+	if cpufeat.Host().CPULevel() < cpufeat.AVX2 {
+		tb.Skip("CPU lacks AVX2, FMA or F16C")
 	}
 	return []avx2KKernel{
 		{IQ2_XXS, dotIQ2XXSAVX2, DotIQ2XXS, -127},

@@ -2,7 +2,8 @@ package quant
 
 import (
 	"fmt"
-	"os"
+
+	"github.com/ds4-go/ds4/internal/cpufeat"
 )
 
 // Kernels is one implementation of the weight-row · activation dot
@@ -111,32 +112,32 @@ func checkQ8Kx4(n int, y1, y2, y3 []BlockQ8K) {
 }
 
 // VectorKernelSets returns every SIMD kernel set this CPU can run, the
-// fastest first; it is empty on another architecture, without the needed
-// features, or under the purego build tag.
-func VectorKernelSets() []Kernels { return vectorKernelSets() }
+// fastest first, whatever DS4_PUREGO says; it is empty on another
+// architecture, without the needed features, or under the purego build
+// tag.
+func VectorKernelSets() []Kernels { return kernelSets(cpufeat.Host().CPULevel()) }
 
-// VectorKernels returns the fastest SIMD kernel set this CPU can run, and
-// false when it has none.
+// VectorKernels returns the fastest SIMD kernel set this CPU can run,
+// whatever DS4_PUREGO says, and false when it has none.
 func VectorKernels() (Kernels, bool) {
-	sets := vectorKernelSets()
+	sets := VectorKernelSets()
 	if len(sets) == 0 {
 		return Kernels{}, false
 	}
 	return sets[0], true
 }
 
-// PureGoEnv is the environment variable that, set to anything but "" or
-// "0", makes BestKernels return the pure-Go kernels.
-const PureGoEnv = "DS4_PUREGO"
-
-// BestKernels returns the vector kernels when the CPU has them and
-// DS4_PUREGO does not ask for pure Go, else the generic ones.
-func BestKernels() Kernels {
-	if v := os.Getenv(PureGoEnv); v != "" && v != "0" {
-		return GenericKernels()
-	}
-	if k, ok := VectorKernels(); ok {
-		return k
+// KernelsFor returns the fastest kernel set of level l: the pure-Go one
+// for cpufeat.Generic, on another architecture or under the purego build
+// tag.
+func KernelsFor(l cpufeat.Level) Kernels {
+	if sets := kernelSets(l); len(sets) > 0 {
+		return sets[0]
 	}
 	return GenericKernels()
 }
+
+// BestKernels returns the kernels of the host's level: the fastest vector
+// set the CPU has, or the pure-Go set when it has none or DS4_PUREGO asks
+// for it (cpufeat.PureGoEnv).
+func BestKernels() Kernels { return KernelsFor(cpufeat.Host().Level()) }

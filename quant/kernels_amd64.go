@@ -2,44 +2,25 @@
 
 package quant
 
-import "golang.org/x/sys/cpu"
+import "github.com/ds4-go/ds4/internal/cpufeat"
 
-// vectorKernelSets returns the kernel sets this CPU can run, the fastest
-// first (kernelSets).
-func vectorKernelSets() []Kernels {
-	x := cpu.X86
-	// x/sys/cpu reports AVX2 only when the OS saves the YMM registers, and
-	// AVX512F only when it saves the ZMM and mask registers.
-	return kernelSets(cpuLevels{
-		avx2:       x.HasAVX2 && x.HasFMA && x.HasF16C,
-		avx512VNNI: x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI,
-		avx512All:  x.HasAVX512VBMI && x.HasAVX512GFNI && x.HasAVX512BITALG,
-	})
-}
-
-// cpuLevels are the groups of x86 extensions the kernel sets need.
-type cpuLevels struct {
-	avx2       bool // AVX2, FMA and F16C
-	avx512VNNI bool // AVX-512 F, BW, VL and VNNI
-	avx512All  bool // besides: VBMI, GFNI and BITALG
-}
-
-// kernelSets returns the kernel sets a CPU of the given levels runs, the
-// fastest first: avx512 where it has every extension the AVX-512 kernels
-// use, avx512vnni where it has those of the Q8_0 kernels and the Q2_K tile
-// kernels (as Cascade Lake has, which lacks VBMI, GFNI and BITALG), and
-// avx2. A CPU with every extension gets all three, so that the tests hold
-// the middle set to the others there too.
-func kernelSets(l cpuLevels) []Kernels {
-	if !l.avx2 {
+// kernelSets returns the kernel sets a CPU of level l runs, the fastest
+// first: avx512 where it has every extension the AVX-512 kernels use
+// (cpufeat.AVX512VBMI), avx512vnni where it has those of the Q8_0 kernels
+// and the Q2_K tile kernels (cpufeat.AVX512VNNI, as Cascade Lake has), and
+// avx2 (cpufeat.AVX2, F16C converting the f16 scales and weights). A CPU
+// with every extension gets all three, so that the tests hold the middle
+// set to the others there too.
+func kernelSets(l cpufeat.Level) []Kernels {
+	if l < cpufeat.AVX2 {
 		return nil
 	}
 	avx2 := avx2Kernels()
-	if !l.avx512VNNI {
+	if l < cpufeat.AVX512VNNI {
 		return []Kernels{avx2}
 	}
 	vnni := avx512VNNIKernels(avx2)
-	if !l.avx512All {
+	if l < cpufeat.AVX512VBMI {
 		return []Kernels{vnni, avx2}
 	}
 	return []Kernels{avx512Kernels(vnni), vnni, avx2}
@@ -79,8 +60,7 @@ func avx512Kernels(vnni Kernels) Kernels {
 
 // avx2Kernels returns the AVX2 kernels, the tile kernels of all three
 // kinds (tile_avx2_amd64.go) among them. Every one needs AVX2 and FMA, and
-// F16C converts the f16 scales and weights. Every CPU with AVX2 so far
-// also has F16C and FMA, so requiring all three loses nothing.
+// F16C converts the f16 scales and weights.
 func avx2Kernels() Kernels {
 	return Kernels{
 		Name:     "avx2",

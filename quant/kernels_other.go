@@ -2,4 +2,8 @@
 
 package quant
 
-func vectorKernelSets() []Kernels { return nil }
+import "github.com/ds4-go/ds4/internal/cpufeat"
+
+// kernelSets returns no set: there are no vector kernels for this
+// architecture or build.
+func kernelSets(cpufeat.Level) []Kernels { return nil }

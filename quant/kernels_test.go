@@ -11,6 +11,7 @@ import (
 
 	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/internal/cpufeat"
 	"github.com/ds4-go/ds4/quant"
 	"github.com/stretchr/testify/require"
 )
@@ -344,28 +345,15 @@ func sameKernels(a, b quant.Kernels) bool {
 	return a.Name == b.Name
 }
 
-func TestBestKernelsPureGoEnv(t *testing.T) {
-	vk, hasVec := quant.VectorKernels()
-	tests := []struct {
-		env     string
-		wantVec bool
-	}{
-		{"1", false},
-		{"yes", false},
-		{"0", hasVec},
-		{"", hasVec},
+// TestBestKernelsHost checks that BestKernels is the pure-Go set under
+// DS4_PUREGO and the fastest vector set otherwise.
+func TestBestKernelsHost(t *testing.T) {
+	got := quant.BestKernels()
+	if vk, ok := quant.VectorKernels(); ok && !cpufeat.Host().PureGo {
+		require.True(t, sameKernels(vk, got), "BestKernels = %s, want the vector set %s", got.Name, vk.Name)
+		return
 	}
-	for _, tc := range tests {
-		t.Run(fmt.Sprintf("%s=%q", quant.PureGoEnv, tc.env), func(t *testing.T) {
-			t.Setenv(quant.PureGoEnv, tc.env)
-			got := quant.BestKernels()
-			if tc.wantVec {
-				require.True(t, sameKernels(vk, got), "BestKernels = %s, want the vector set %s", got.Name, vk.Name)
-			} else {
-				require.True(t, sameKernels(quant.GenericKernels(), got), "BestKernels = %s, want the generic set", got.Name)
-			}
-		})
-	}
+	require.True(t, sameKernels(quant.GenericKernels(), got), "BestKernels = %s, want the generic set", got.Name)
 }
 
 func TestVectorKernelsMatchGeneric(t *testing.T) {

@@ -136,9 +136,9 @@ func q8_0Tile1AVX512(tile *byte, x *BlockQ8_0, sums *int32, nb, count, stride in
 func q8_0TileTreeAVX512(lanes *float32, vecs int, out *float32)
 
 // q8_0SumsFull sets sums[b] for every block of x with AVX2 and returns how
-// many it did: all of them, or none without AVX2.
+// many it did: all of them.
 func q8_0SumsFull(x []BlockQ8_0, sums []int32) int {
-	if !hasActAVX2 || len(x) == 0 {
+	if len(x) == 0 {
 		return 0
 	}
 	q8_0SumsAVX2(x, sums[:len(x)])
