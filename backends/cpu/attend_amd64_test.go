@@ -65,7 +65,7 @@ func vecLengths(r *rand.Rand) []int {
 // bit for bit, NaN payloads included, on finite values of every magnitude
 // and on vectors sprinkled with infinities and NaNs, rows misaligned.
 func TestAVX512MatchesAVX2(t *testing.T) {
-	if !hasAVX512 {
+	if !hasAVX512() {
 		t.Skip("no AVX-512 on this CPU")
 	}
 	r := newRand(71)
@@ -98,10 +98,10 @@ func groupLoops() []struct {
 		weigh func(out, w []float32, rows [][]float32, r []float32)
 	}
 	var ls []loops
-	if hasAVX512 {
+	if hasAVX512() {
 		ls = append(ls, loops{"avx512", dots4AVX512, weigh4AVX512})
 	}
-	if hasAVX2 {
+	if hasAVX2() {
 		ls = append(ls, loops{"avx2", dots4AVX2, weigh4AVX2})
 	}
 	return ls
@@ -177,7 +177,7 @@ func TestGroupLoopsShortRow(t *testing.T) {
 // BenchmarkVecLoops compares the AVX2 and AVX-512 dot and axpy on rows of
 // the indexer's 128 floats and the attention's 512.
 func BenchmarkVecLoops(b *testing.B) {
-	if !hasAVX512 {
+	if !hasAVX512() {
 		b.Skip("no AVX-512 on this CPU")
 	}
 	r := newRand(9)

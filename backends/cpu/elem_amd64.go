@@ -2,33 +2,36 @@
 
 package cpu
 
-// mulToSIMD does mulTo's first len(dst)&^7 elements with AVX2 and returns
-// how many it did (none without AVX2).
-func mulToSIMD(dst []float32, s float32, x []float32) int {
+// elemAVX2 are the AVX2 forms of the elementwise loops.
+var elemAVX2 = elemKernels{name: "avx2", mulTo: mulToAVX2, mulAdd: mulAddAVX2, mulMulTo: mulMulToAVX2}
+
+// mulToAVX2 does mulTo's first len(dst)&^7 elements with AVX2 and returns
+// how many it did.
+func mulToAVX2(dst []float32, s float32, x []float32) int {
 	n := len(dst) &^ 7
-	if !hasAVX2 || n == 0 {
+	if n == 0 {
 		return 0
 	}
 	mulToAVX2Asm(&dst[0], s, &x[0], n)
 	return n
 }
 
-// mulAddSIMD does mulAdd's first len(acc)&^7 elements with AVX2 and
-// returns how many it did (none without AVX2).
-func mulAddSIMD(acc []float32, s float32, x []float32) int {
+// mulAddAVX2 does mulAdd's first len(acc)&^7 elements with AVX2 and
+// returns how many it did.
+func mulAddAVX2(acc []float32, s float32, x []float32) int {
 	n := len(acc) &^ 7
-	if !hasAVX2 || n == 0 {
+	if n == 0 {
 		return 0
 	}
 	mulAddAVX2Asm(&acc[0], s, &x[0], n)
 	return n
 }
 
-// mulMulToSIMD does mulMulTo's first len(dst)&^7 elements with AVX2 and
-// returns how many it did (none without AVX2).
-func mulMulToSIMD(dst []float32, s float32, x, w []float32) int {
+// mulMulToAVX2 does mulMulTo's first len(dst)&^7 elements with AVX2 and
+// returns how many it did.
+func mulMulToAVX2(dst []float32, s float32, x, w []float32) int {
 	n := len(dst) &^ 7
-	if !hasAVX2 || n == 0 {
+	if n == 0 {
 		return 0
 	}
 	mulMulToAVX2Asm(&dst[0], s, &x[0], &w[0], n)

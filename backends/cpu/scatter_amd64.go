@@ -4,20 +4,27 @@ package cpu
 
 import "unsafe"
 
-// scatterNT does scatterTile with non-temporal stores, 64 bytes at a time
-// with AVX-512 or two times 32 with AVX2, where dst and its stride are
-// 64-byte aligned, and reports whether it did.
-func scatterNT(dst []float32, ds int, out []float32, n int) bool {
-	if !hasAVX2 || !aligned64(unsafe.Pointer(&dst[0]), ds*4) {
+// scatterAVX512 and scatterAVX2 do scatterTile with non-temporal stores,
+// 64 bytes at a time with AVX-512 or two times 32 with AVX2, where dst and
+// its stride are 64-byte aligned.
+var (
+	scatterAVX512 = scatterKernels{name: "avx512", nt: func(dst []float32, ds int, out []float32, n int) bool {
+		return scatterNTWith(scatterNTAsm, dst, ds, out, n)
+	}}
+	scatterAVX2 = scatterKernels{name: "avx2", nt: func(dst []float32, ds int, out []float32, n int) bool {
+		return scatterNTWith(scatterNTAVX2Asm, dst, ds, out, n)
+	}}
+)
+
+// scatterNTWith does scatterTile with the stores of asm where dst and its
+// stride are 64-byte aligned, and reports whether it did (n > 0).
+func scatterNTWith(asm func(dst *float32, strideBytes int, src *float32, n int), dst []float32, ds int, out []float32, n int) bool {
+	if !aligned64(unsafe.Pointer(&dst[0]), ds*4) {
 		return false
 	}
 	_ = dst[(n-1)*ds+15]
 	_ = out[16*n-1]
-	if hasAVX512 {
-		scatterNTAsm(&dst[0], ds*4, &out[0], n)
-	} else {
-		scatterNTAVX2Asm(&dst[0], ds*4, &out[0], n)
-	}
+	asm(&dst[0], ds*4, &out[0], n)
 	return true
 }
 

@@ -13,7 +13,7 @@ import (
 // AVX2 one also where AVX-512 would be taken, on 64-byte aligned rows, and
 // checks that scatterNT takes one wherever AVX2 is present.
 func TestScatterNTForms(t *testing.T) {
-	if !hasAVX2 {
+	if !hasAVX2() {
 		t.Skip("no AVX2 on this CPU")
 	}
 	const n, ds = 9, 48
@@ -21,7 +21,7 @@ func TestScatterNTForms(t *testing.T) {
 		name string
 		run  func(dst *float32, strideBytes int, src *float32, n int)
 	}{{"avx2", scatterNTAVX2Asm}}
-	if hasAVX512 {
+	if hasAVX512() {
 		forms = append(forms, struct {
 			name string
 			run  func(dst *float32, strideBytes int, src *float32, n int)
@@ -40,7 +40,7 @@ func TestScatterNTForms(t *testing.T) {
 				require.Equal(t, make([]float32, ds-16), dst[tok*ds+16:(tok+1)*ds], "input %d: past its 16 results", tok)
 			}
 			clear(dst)
-			require.True(t, scatterNT(dst, ds, out, n), "an aligned scatter with AVX2 must take the non-temporal stores")
+			require.True(t, loopsFor(cpuLevel()).scatter.nt(dst, ds, out, n), "an aligned scatter with AVX2 must take the non-temporal stores")
 			for tok := range n {
 				require.Equal(t, out[16*tok:16*tok+16], dst[tok*ds:tok*ds+16], "input %d", tok)
 			}

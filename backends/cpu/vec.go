@@ -1,12 +1,16 @@
 package cpu
 
-import "github.com/ds4-go/ds4/quant"
+import (
+	"github.com/ds4-go/ds4/internal/cpufeat"
+	"github.com/ds4-go/ds4/quant"
+)
 
 // vecOps are the float32 loops of attention. The generic ones are Dot and
 // Axpy, the sequential float32 order of spec §6.1; the SIMD ones sum in
 // fixed vector lanes, so they are as deterministic, and round differently
 // only in the last bits.
 type vecOps struct {
+	name string // "go" for Dot and Axpy, else the instruction set
 	dot  func(a, b []float32) float32
 	axpy func(acc []float32, w float32, x []float32)
 	// dots4 and weigh4, nil where there are none, are dots and weigh of
@@ -57,16 +61,15 @@ func scaleVec(x []float32, r float32) {
 }
 
 // genericVecOps returns Dot and Axpy.
-func genericVecOps() vecOps { return vecOps{dot: Dot, axpy: Axpy} }
+func genericVecOps() vecOps { return vecOps{name: goName, dot: Dot, axpy: Axpy} }
 
-// vecOpsFor returns the SIMD loops when the dot kernels k are vector ones
-// and this CPU has SIMD loops, else the generic ones: a backend built on
-// the pure-Go dot kernels runs pure Go throughout.
+// vecOpsFor returns the SIMD loops of this CPU's level when the dot
+// kernels k are vector ones, else the generic ones: a backend built on the
+// pure-Go dot kernels (as DS4_PUREGO gives New) runs pure Go throughout,
+// and one built on a vector set runs the loops that set's CPU has.
 func vecOpsFor(k quant.Kernels) vecOps {
-	if !k.Generic() {
-		if v, ok := simdVecOps(); ok {
-			return v
-		}
+	if k.Generic() {
+		return genericVecOps()
 	}
-	return genericVecOps()
+	return loopsFor(cpufeat.Host().CPULevel()).vec
 }

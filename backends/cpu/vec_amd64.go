@@ -2,32 +2,16 @@
 
 package cpu
 
-import "golang.org/x/sys/cpu"
-
-// hasAVX2 reports whether the AVX2/FMA loops of this package's assembly
-// can run.
-var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
-
-// hasAVX512 reports whether the AVX-512 loops of vec_amd64.s can run
-// (they use the 16 upper YMM registers, hence VL).
-var hasAVX512 = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL
-
-// simdVecOps returns the loops of vec_amd64.s: the AVX-512 ones where the
-// CPU has them, else the AVX2/FMA ones. Both give the same bits.
-func simdVecOps() (vecOps, bool) {
-	switch {
-	case hasAVX512:
-		return vecOps{dot: dotAVX512, axpy: axpyAVX512, dots4: dots4AVX512, weigh4: weigh4AVX512}, true
-	case hasAVX2:
-		return avx2VecOps(), true
-	}
-	return vecOps{}, false
+// avx512VecOps returns the AVX-512 loops of vec_amd64.s, which give the
+// bits of the AVX2/FMA ones.
+func avx512VecOps() vecOps {
+	return vecOps{name: "avx512", dot: dotAVX512, axpy: axpyAVX512, dots4: dots4AVX512, weigh4: weigh4AVX512}
 }
 
 // avx2VecOps returns the AVX2/FMA loops, which define the float order of
 // every SIMD loop here.
 func avx2VecOps() vecOps {
-	return vecOps{dot: dotAVX2, axpy: axpyAVX2, dots4: dots4AVX2, weigh4: weigh4AVX2}
+	return vecOps{name: "avx2", dot: dotAVX2, axpy: axpyAVX2, dots4: dots4AVX2, weigh4: weigh4AVX2}
 }
 
 // dotAVX2 is Dot with the first len(a)&^7 products summed in 32 lanes

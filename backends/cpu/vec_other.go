@@ -1,5 +1,0 @@
-//go:build !amd64 || purego
-
-package cpu
-
-func simdVecOps() (vecOps, bool) { return vecOps{}, false }
