@@ -2,14 +2,16 @@
 
 package probe
 
-import "golang.org/x/sys/cpu"
+import "github.com/ds4-go/ds4/internal/cpufeat"
 
-// hasAVX2 reports whether the AVX2 probes of peak_amd64.s can run.
-var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
-
-// hasVNNI reports whether the AVX-512 VNNI probe can run (x/sys/cpu
-// reports AVX-512 only when the OS saves the ZMM registers).
-var hasVNNI = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VNNI
+// The probes measure what the machine can do, so they run at the CPU's
+// level whatever DS4_PUREGO, which chooses the kernels, says.
+var (
+	// hasAVX2 reports whether the AVX2 probes of peak_amd64.s can run.
+	hasAVX2 = cpufeat.Host().CPULevel() >= cpufeat.AVX2
+	// hasVNNI reports whether the AVX-512 VNNI probe can run.
+	hasVNNI = cpufeat.Host().CPULevel() >= cpufeat.AVX512VNNI
+)
 
 func readSum(b []byte) uint64 {
 	if !hasAVX2 {
