@@ -306,22 +306,6 @@ func rate(n int, sec float64) float64 {
 	return 0
 }
 
-// meanSD returns the mean and the sample standard deviation (0 for one
-// value).
-func meanSD(xs []float64) (mean, sd float64) {
-	for _, x := range xs {
-		mean += x / float64(len(xs))
-	}
-	if len(xs) < 2 {
-		return mean, 0
-	}
-	var ss float64
-	for _, x := range xs {
-		ss += (x - mean) * (x - mean)
-	}
-	return mean, math.Sqrt(ss / float64(len(xs)-1))
-}
-
 // argmaxExcluding returns the first index of the largest logit other than
 // skip, or -1 when there is none.
 func argmaxExcluding(logits []float32, skip int) int {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/engine"
@@ -211,9 +210,8 @@ func MedianSpeed(runs []Speed) Speed {
 		for i, r := range runs {
 			v[i] = rate(r)
 		}
-		slices.Sort(v)
-		n := len(v)
-		return (v[(n-1)/2] + v[n/2]) / 2
+		m, _, _ := medianRange(v)
+		return m
 	}
 	return Speed{
 		PrefillTokens:   runs[0].PrefillTokens,

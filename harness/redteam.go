@@ -369,16 +369,6 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// percentile returns the q-quantile of ds (nearest rank), 0 for none.
-func percentile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	slices.Sort(ds)
-	i := int(float64(len(ds))*q+0.999999) - 1
-	return ds[min(max(i, 0), len(ds)-1)]
-}
-
 // rssKiB returns the resident set size of process pid in KiB, or -1.
 func rssKiB(pid int) int64 {
 	if pid <= 0 {

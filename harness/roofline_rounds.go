@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/ds4-go/ds4/backends"
@@ -87,21 +86,6 @@ func RoundFractions(rounds []DecodeRound, bytes int64) (median, lo, hi float64) 
 		f[i] = r.Fraction(bytes)
 	}
 	return medianRange(f)
-}
-
-// medianRange returns the median (the mean of the middle two of an even
-// count), least and greatest of f, which it sorts; zeros when f is empty.
-func medianRange(f []float64) (median, lo, hi float64) {
-	if len(f) == 0 {
-		return 0, 0, 0
-	}
-	slices.Sort(f)
-	n := len(f)
-	median = f[n/2]
-	if n%2 == 0 {
-		median = (f[n/2-1] + f[n/2]) / 2
-	}
-	return median, f[0], f[n-1]
 }
 
 // PrefillRound is one round of MeasurePrefillRounds: the all-threads int8

@@ -10,6 +10,8 @@ import (
 	"os"
 	"slices"
 
+	"gonum.org/v1/gonum/stat"
+
 	"github.com/ds4-go/ds4/engine/sample"
 )
 
@@ -156,12 +158,14 @@ func Summarize(stats []PositionStat) Metrics {
 	return m
 }
 
-// quantile returns the q-quantile of sorted xs by linear interpolation.
+// quantile returns the q-quantile of sorted xs, interpolated linearly
+// between the order statistics around position q·(n−1) (the common
+// definition: R's type 7, NumPy's default; the median of an even count is
+// the mean of the middle two). gonum's LinInterp interpolates around
+// position p·n−1 instead, so it is asked for p = (1+q·(n−1))/n.
 func quantile(xs []float64, q float64) float64 {
-	pos := q * float64(len(xs)-1)
-	lo := int(math.Floor(pos))
-	hi := min(lo+1, len(xs)-1)
-	return xs[lo] + (pos-float64(lo))*(xs[hi]-xs[lo])
+	n := float64(len(xs))
+	return stat.Quantile((1+q*(n-1))/n, stat.LinInterp, xs, nil)
 }
 
 // ReadLogits reads a raw little-endian float32 file of rows×vocab values.

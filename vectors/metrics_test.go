@@ -112,3 +112,24 @@ func TestCompareStepsHandComputed(t *testing.T) {
 	_, _, err = CompareSteps(ref, nil)
 	require.Error(t, err)
 }
+
+// TestQuantile checks quantile against type-7 quantiles worked by hand:
+// position q·(n−1) between the order statistics.
+func TestQuantile(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []float64
+		q    float64
+		want float64
+	}{
+		{[]float64{7}, 0.5, 7},
+		{[]float64{7}, 0.99, 7},
+		{[]float64{1, 2, 3, 4}, 0.5, 2.5}, // position 1.5
+		{[]float64{1, 2, 3, 4}, 0.9, 3.7}, // position 2.7
+		{[]float64{1, 2, 3, 4}, 0, 1},     // position 0
+		{[]float64{1, 2, 3, 4}, 1, 4},     // position 3
+		{[]float64{0, 10, 20, 30, 40}, 0.5, 20},
+		{[]float64{0, 10, 20, 30, 40}, 0.99, 39.6}, // position 3.96
+	} {
+		require.InDelta(t, tc.want, quantile(tc.xs, tc.q), 1e-12, "%v at %v", tc.xs, tc.q)
+	}
+}
