@@ -96,8 +96,9 @@ func (c BenchConfig) Frontiers() []int {
 }
 
 // BenchRow is one measured frontier. The first six fields are upstream's
-// CSV columns; with Repeat > 1 the rates are means and the SD fields
-// their sample standard deviations.
+// CSV columns; with Repeat > 1 the rates are means, the SD fields their
+// sample standard deviations and the CI fields the bounds of their 95%
+// confidence intervals (meanCI; 0 for one run).
 type BenchRow struct {
 	CtxTokens      int64   `parquet:"ctx_tokens"`
 	PrefillTokens  int64   `parquet:"prefill_tokens"`
@@ -107,6 +108,10 @@ type BenchRow struct {
 	KVCacheBytes   int64   `parquet:"kvcache_bytes"`
 	PrefillTPSSD   float64 `parquet:"prefill_tps_sd"`
 	GenTPSSD       float64 `parquet:"gen_tps_sd"`
+	PrefillTPSCILo float64 `parquet:"prefill_tps_ci_lo"`
+	PrefillTPSCIHi float64 `parquet:"prefill_tps_ci_hi"`
+	GenTPSCILo     float64 `parquet:"gen_tps_ci_lo"`
+	GenTPSCIHi     float64 `parquet:"gen_tps_ci_hi"`
 	PrefillSeconds float64 `parquet:"prefill_seconds"`
 	GenSeconds     float64 `parquet:"gen_seconds"`
 	Repeats        int64   `parquet:"-"`
@@ -216,8 +221,10 @@ func (b *Bench) Run(ctx context.Context) ([]BenchRow, error) {
 				return rows, fmt.Errorf("harness: the greedy probe at frontier %d differs between repeats", f)
 			}
 		}
-		row.PrefillTPS, row.PrefillTPSSD = meanSD(pre)
-		row.GenTPS, row.GenTPSSD = meanSD(gen)
+		_, row.PrefillTPSSD = meanSD(pre)
+		_, row.GenTPSSD = meanSD(gen)
+		row.PrefillTPS, row.PrefillTPSCILo, row.PrefillTPSCIHi = meanCI(pre)
+		row.GenTPS, row.GenTPSCILo, row.GenTPSCIHi = meanCI(gen)
 		rows = append(rows, row)
 		if b.Row != nil {
 			if err := b.Row(row); err != nil {

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -186,6 +187,17 @@ func TestBenchLoop(t *testing.T) {
 		require.Equal(t, rows[i].Probe, rep[i].Probe)
 		require.Equal(t, rows[i].KVCacheBytes, rep[i].KVCacheBytes)
 		require.Equal(t, int64(2), rep[i].Repeats)
+		// Two runs: the 95% interval is the mean ± tan(0.475π)·SD/√2
+		// (Student's t of one degree of freedom in closed form).
+		half := math.Tan(0.475*math.Pi) * rep[i].PrefillTPSSD / math.Sqrt2
+		require.InDelta(t, rep[i].PrefillTPS-half, rep[i].PrefillTPSCILo, 1e-9*rep[i].PrefillTPS)
+		require.InDelta(t, rep[i].PrefillTPS+half, rep[i].PrefillTPSCIHi, 1e-9*rep[i].PrefillTPS)
+		half = math.Tan(0.475*math.Pi) * rep[i].GenTPSSD / math.Sqrt2
+		require.InDelta(t, rep[i].GenTPS-half, rep[i].GenTPSCILo, 1e-9*rep[i].GenTPS)
+		require.InDelta(t, rep[i].GenTPS+half, rep[i].GenTPSCIHi, 1e-9*rep[i].GenTPS)
+	}
+	for _, r := range rows {
+		require.Zero(t, r.PrefillTPSCILo+r.PrefillTPSCIHi+r.GenTPSCILo+r.GenTPSCIHi, "one run bounds nothing")
 	}
 
 	// Canceling stops the frontier under way: no row is measured from a

@@ -565,12 +565,14 @@ type RooflineRecord struct {
 	// The decode rounds (MeasureDecodeRounds), each round's fraction of
 	// the speed of light taken at the better of the bandwidths probed just
 	// before and just after it; zero where none ran.
-	DecodeRounds           int64   `parquet:"decode_rounds"`
-	DecodeRoundFraction    float64 `parquet:"decode_round_fraction"` // the median round's
-	DecodeRoundFractionMin float64 `parquet:"decode_round_fraction_min"`
-	DecodeRoundFractionMax float64 `parquet:"decode_round_fraction_max"`
-	DecodeRoundReadGBsMin  float64 `parquet:"decode_round_read_gbs_min"` // the rounds' bandwidth range
-	DecodeRoundReadGBsMax  float64 `parquet:"decode_round_read_gbs_max"`
+	DecodeRounds            int64   `parquet:"decode_rounds"`
+	DecodeRoundFraction     float64 `parquet:"decode_round_fraction"` // the median round's
+	DecodeRoundFractionMin  float64 `parquet:"decode_round_fraction_min"`
+	DecodeRoundFractionMax  float64 `parquet:"decode_round_fraction_max"`
+	DecodeRoundFractionCILo float64 `parquet:"decode_round_fraction_ci_lo"` // 95% interval of the rounds' mean (RoundFractionsCI); 0 for one round
+	DecodeRoundFractionCIHi float64 `parquet:"decode_round_fraction_ci_hi"`
+	DecodeRoundReadGBsMin   float64 `parquet:"decode_round_read_gbs_min"` // the rounds' bandwidth range
+	DecodeRoundReadGBsMax   float64 `parquet:"decode_round_read_gbs_max"`
 	// The prefill rounds (MeasurePrefillRounds, SummarizePrefillRounds),
 	// each round's fractions taken at the better of the int8 peaks probed
 	// just before and just after it; zero where none ran.
@@ -582,6 +584,14 @@ type RooflineRecord struct {
 	PrefillRoundFractionVNNI   float64 `parquet:"prefill_round_fraction_vnni"`     // the median of the VNNI limit's; 0 without VNNI
 	PrefillRoundInt8GopsAllMin float64 `parquet:"prefill_round_int8_gops_all_min"` // the rounds' int8 peak range
 	PrefillRoundInt8GopsAllMax float64 `parquet:"prefill_round_int8_gops_all_max"`
+	// 95% intervals of the rounds' mean fractions (PrefillRoundStats); 0
+	// for one round.
+	PrefillRoundFractionCILo     float64 `parquet:"prefill_round_fraction_ci_lo"`
+	PrefillRoundFractionCIHi     float64 `parquet:"prefill_round_fraction_ci_hi"`
+	PrefillRoundFractionMixCILo  float64 `parquet:"prefill_round_fraction_mix_ci_lo"`
+	PrefillRoundFractionMixCIHi  float64 `parquet:"prefill_round_fraction_mix_ci_hi"`
+	PrefillRoundFractionVNNICILo float64 `parquet:"prefill_round_fraction_vnni_ci_lo"`
+	PrefillRoundFractionVNNICIHi float64 `parquet:"prefill_round_fraction_vnni_ci_hi"`
 }
 
 // RooflineTable is the directory of roofline runs under a results root.
@@ -598,6 +608,7 @@ func RooflineRecords(meta RunMeta, mc Machine, parts []Traffic, rates []KernelRa
 	work := PrefillWork(parts, sp.PrefillTokens)
 	dl, pl, plm, plv, kl := DecodeLimit(mc, total), PrefillLimit(mc, work), PrefillLimitMix(mc, work), PrefillLimitVNNI(mc, work), KernelLimit(rates)
 	med, flo, fhi := RoundFractions(rounds, total.Bytes)
+	cilo, cihi := RoundFractionsCI(rounds, total.Bytes)
 	var glo, ghi float64
 	for i, r := range rounds {
 		if i == 0 || r.ReadGBs < glo {
@@ -615,7 +626,11 @@ func RooflineRecords(meta RunMeta, mc Machine, parts []Traffic, rates []KernelRa
 			DecodeRoundReadGBsMin: glo, DecodeRoundReadGBsMax: ghi,
 			PrefillRounds: int64(len(prefillRounds)), PrefillRoundFraction: pst.Fraction, PrefillRoundFractionMin: pst.FractionMin,
 			PrefillRoundFractionMax: pst.FractionMax, PrefillRoundFractionMix: pst.FractionMix, PrefillRoundFractionVNNI: pst.FractionVNNI,
-			PrefillRoundInt8GopsAllMin: pst.Int8GopsMin, PrefillRoundInt8GopsAllMax: pst.Int8GopsMax}
+			PrefillRoundInt8GopsAllMin: pst.Int8GopsMin, PrefillRoundInt8GopsAllMax: pst.Int8GopsMax,
+			DecodeRoundFractionCILo: cilo, DecodeRoundFractionCIHi: cihi,
+			PrefillRoundFractionCILo: pst.FractionCILo, PrefillRoundFractionCIHi: pst.FractionCIHi,
+			PrefillRoundFractionMixCILo: pst.FractionMixCILo, PrefillRoundFractionMixCIHi: pst.FractionMixCIHi,
+			PrefillRoundFractionVNNICILo: pst.FractionVNNICILo, PrefillRoundFractionVNNICIHi: pst.FractionVNNICIHi}
 		if plm > 0 {
 			r.PrefillFractionMix = sp.PrefillTPS / plm
 		}

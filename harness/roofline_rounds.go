@@ -81,11 +81,24 @@ func MeasureDecodeRounds(ctx context.Context, m *engine.Model, be backends.Backe
 // RoundFractions returns the median, least and greatest of the rounds'
 // fractions of the speed of light for steps that read bytes of weights.
 func RoundFractions(rounds []DecodeRound, bytes int64) (median, lo, hi float64) {
+	return medianRange(roundFractions(rounds, bytes))
+}
+
+// RoundFractionsCI returns the bounds of the 95% confidence interval of
+// the mean of the rounds' fractions of the speed of light (meanCI; 0 for
+// fewer than two rounds).
+func RoundFractionsCI(rounds []DecodeRound, bytes int64) (lo, hi float64) {
+	_, lo, hi = meanCI(roundFractions(rounds, bytes))
+	return lo, hi
+}
+
+// roundFractions returns each round's Fraction.
+func roundFractions(rounds []DecodeRound, bytes int64) []float64 {
 	f := make([]float64, len(rounds))
 	for i, r := range rounds {
 		f[i] = r.Fraction(bytes)
 	}
-	return medianRange(f)
+	return f
 }
 
 // PrefillRound is one round of MeasurePrefillRounds: the all-threads int8
@@ -114,11 +127,16 @@ func (r PrefillRound) Fractions(mc Machine, work Traffic) (limit, mix, vnni floa
 
 // PrefillRoundStats summarizes prefill rounds: the median, least and
 // greatest fraction of the compute limit, the medians of the avx2 mix and
-// VNNI limits' fractions, and the range of the int8 peaks probed.
+// VNNI limits' fractions, the range of the int8 peaks probed, and the 95%
+// confidence intervals of the mean of each of the three fractions
+// (meanCI; 0 for fewer than two rounds).
 type PrefillRoundStats struct {
 	Fraction, FractionMin, FractionMax float64
 	FractionMix, FractionVNNI          float64
 	Int8GopsMin, Int8GopsMax           float64
+	FractionCILo, FractionCIHi         float64
+	FractionMixCILo, FractionMixCIHi   float64
+	FractionVNNICILo, FractionVNNICIHi float64
 }
 
 // SummarizePrefillRounds returns the stats of rounds, each taken by
@@ -131,6 +149,9 @@ func SummarizePrefillRounds(rounds []PrefillRound, mc Machine, work Traffic) Pre
 		lim[i], mix[i], vnni[i] = r.Fractions(mc, work)
 		gops[i] = r.Int8GopsAll
 	}
+	_, st.FractionCILo, st.FractionCIHi = meanCI(lim)
+	_, st.FractionMixCILo, st.FractionMixCIHi = meanCI(mix)
+	_, st.FractionVNNICILo, st.FractionVNNICIHi = meanCI(vnni)
 	st.Fraction, st.FractionMin, st.FractionMax = medianRange(lim)
 	st.FractionMix, _, _ = medianRange(mix)
 	st.FractionVNNI, _, _ = medianRange(vnni)

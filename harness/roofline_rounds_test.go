@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -12,18 +13,25 @@ import (
 )
 
 func TestRoundFractions(t *testing.T) {
-	const bytes = 1e9 // a round at 10 GB/s decoding 5 tok/s reads 5 of 10 GB/s: 0.5
+	t2 := 0.95 * math.Sqrt(2/0.0975) // Student's t, two degrees of freedom, 0.975 quantile
+	const bytes = 1e9                // a round at 10 GB/s decoding 5 tok/s reads 5 of 10 GB/s: 0.5
 	round := func(gbs, tps float64) DecodeRound { return DecodeRound{ReadGBs: gbs, DecodeTPS: tps} }
 	tests := []struct {
 		name        string
 		rounds      []DecodeRound
 		med, lo, hi float64
+		ciLo, ciHi  float64
 	}{
-		{"none", nil, 0, 0, 0},
-		{"one", []DecodeRound{round(10, 5)}, 0.5, 0.5, 0.5},
-		{"odd: the middle one", []DecodeRound{round(10, 9), round(20, 5), round(10, 4)}, 0.4, 0.25, 0.9},
-		{"even: the mean of the middle two", []DecodeRound{round(10, 2), round(10, 8), round(10, 4), round(10, 6)}, 0.5, 0.2, 0.8},
-		{"no bandwidth counts as 0", []DecodeRound{round(0, 5)}, 0, 0, 0},
+		{"none", nil, 0, 0, 0, 0, 0},
+		{"one", []DecodeRound{round(10, 5)}, 0.5, 0.5, 0.5, 0, 0},
+		// 0.9, 0.25 and 0.4: mean 0.516667, squared deviations 0.231667.
+		{"odd: the middle one", []DecodeRound{round(10, 9), round(20, 5), round(10, 4)}, 0.4, 0.25, 0.9,
+			1.55/3 - t2*math.Sqrt(0.231666666666666667/2/3), 1.55/3 + t2*math.Sqrt(0.231666666666666667/2/3)},
+		// 0.2, 0.8, 0.4, 0.6: mean 0.5, squared deviations 0.2, Student's
+		// t of three degrees of freedom 3.182446305 (tables).
+		{"even: the mean of the middle two", []DecodeRound{round(10, 2), round(10, 8), round(10, 4), round(10, 6)}, 0.5, 0.2, 0.8,
+			0.5 - 3.182446305284263*math.Sqrt(0.2/3/4), 0.5 + 3.182446305284263*math.Sqrt(0.2/3/4)},
+		{"no bandwidth counts as 0", []DecodeRound{round(0, 5)}, 0, 0, 0, 0, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -31,6 +39,9 @@ func TestRoundFractions(t *testing.T) {
 			require.InDelta(t, tc.med, med, 1e-12)
 			require.InDelta(t, tc.lo, lo, 1e-12)
 			require.InDelta(t, tc.hi, hi, 1e-12)
+			ciLo, ciHi := RoundFractionsCI(tc.rounds, bytes)
+			require.InDelta(t, tc.ciLo, ciLo, 1e-9)
+			require.InDelta(t, tc.ciHi, ciHi, 1e-9)
 		})
 	}
 }
@@ -79,12 +90,15 @@ func TestMeasureDecodeRounds(t *testing.T) {
 	med, lo, hi := RoundFractions(rounds, total.Bytes)
 	require.Equal(t, int64(3), last.DecodeRounds)
 	require.Equal(t, [3]float64{med, lo, hi}, [3]float64{last.DecodeRoundFraction, last.DecodeRoundFractionMin, last.DecodeRoundFractionMax})
+	ciLo, ciHi := RoundFractionsCI(rounds, total.Bytes)
+	require.Equal(t, [2]float64{ciLo, ciHi}, [2]float64{last.DecodeRoundFractionCILo, last.DecodeRoundFractionCIHi})
 	gbs := []float64{rounds[0].ReadGBs, rounds[1].ReadGBs, rounds[2].ReadGBs}
 	require.Equal(t, min(gbs[0], gbs[1], gbs[2]), last.DecodeRoundReadGBsMin)
 	require.Equal(t, max(gbs[0], gbs[1], gbs[2]), last.DecodeRoundReadGBsMax)
 }
 
 func TestSummarizePrefillRounds(t *testing.T) {
+	t2 := 0.95 * math.Sqrt(2/0.0975) // Student's t, two degrees of freedom, 0.975 quantile
 	// 100 G int8 multiply-adds a token (60 G of them Q8_0) and 25 G float:
 	// at 400 Gop/s int8, 300 Q8_0 and 100 GFLOP/s FMA a token takes 1 s
 	// (0.5 + 0.5) at the compute limit and 1.1 s (0.4 + 0.2 + 0.5) at the
@@ -100,17 +114,24 @@ func TestSummarizePrefillRounds(t *testing.T) {
 		want   PrefillRoundStats
 	}{
 		{"none", nil, PrefillRoundStats{}},
-		{"one", []PrefillRound{round(400, 300, 0.5)}, PrefillRoundStats{0.5, 0.5, 0.5, 0.55, 0, 400, 400}},
+		{"one", []PrefillRound{round(400, 300, 0.5)}, PrefillRoundStats{Fraction: 0.5, FractionMin: 0.5, FractionMax: 0.5, FractionMix: 0.55, Int8GopsMin: 400, Int8GopsMax: 400}},
 		// At 200 Gop/s int8 (150 Q8_0) a token takes 1.5 s (mix 1.7 s).
 		{"three: the middle one", []PrefillRound{round(400, 300, 0.9), round(200, 150, 0.5), round(400, 300, 0.4)},
-			PrefillRoundStats{0.75, 0.4, 0.9, 0.85, 0, 200, 400}},
-		{"no peak counts as 0", []PrefillRound{round(0, 0, 0.5)}, PrefillRoundStats{0, 0, 0, 0, 0, 0, 0}},
+			// The compute limit's fractions 0.9, 0.75 and 0.4 have mean
+			// 2.05/3 and squared deviations summing to 0.131667; the mix
+			// limit's 0.99, 0.85 and 0.44 mean 0.76 and 0.1634.
+			PrefillRoundStats{Fraction: 0.75, FractionMin: 0.4, FractionMax: 0.9, FractionMix: 0.85, Int8GopsMin: 200, Int8GopsMax: 400,
+				FractionCILo: 2.05/3 - t2*math.Sqrt(0.131666666666666667/2/3), FractionCIHi: 2.05/3 + t2*math.Sqrt(0.131666666666666667/2/3),
+				FractionMixCILo: 0.76 - t2*math.Sqrt(0.1634/2/3), FractionMixCIHi: 0.76 + t2*math.Sqrt(0.1634/2/3)}},
+		{"no peak counts as 0", []PrefillRound{round(0, 0, 0.5)}, PrefillRoundStats{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := SummarizePrefillRounds(tc.rounds, mc, work)
-			want := []float64{tc.want.Fraction, tc.want.FractionMin, tc.want.FractionMax, tc.want.FractionMix, tc.want.FractionVNNI, tc.want.Int8GopsMin, tc.want.Int8GopsMax}
-			have := []float64{got.Fraction, got.FractionMin, got.FractionMax, got.FractionMix, got.FractionVNNI, got.Int8GopsMin, got.Int8GopsMax}
+			want := []float64{tc.want.Fraction, tc.want.FractionMin, tc.want.FractionMax, tc.want.FractionMix, tc.want.FractionVNNI, tc.want.Int8GopsMin, tc.want.Int8GopsMax,
+				tc.want.FractionCILo, tc.want.FractionCIHi, tc.want.FractionMixCILo, tc.want.FractionMixCIHi, tc.want.FractionVNNICILo, tc.want.FractionVNNICIHi}
+			have := []float64{got.Fraction, got.FractionMin, got.FractionMax, got.FractionMix, got.FractionVNNI, got.Int8GopsMin, got.Int8GopsMax,
+				got.FractionCILo, got.FractionCIHi, got.FractionMixCILo, got.FractionMixCIHi, got.FractionVNNICILo, got.FractionVNNICIHi}
 			require.InDeltaSlice(t, want, have, 1e-12)
 		})
 	}

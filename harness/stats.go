@@ -6,7 +6,11 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/stat"
+	"gonum.org/v1/gonum/stat/distuv"
 )
+
+// ciLevel is the coverage of the confidence intervals the harness reports.
+const ciLevel = 0.95
 
 // meanSD returns the mean and the sample standard deviation (0 for one
 // value; both 0 for none).
@@ -18,6 +22,29 @@ func meanSD(xs []float64) (mean, sd float64) {
 		return xs[0], 0
 	}
 	return stat.MeanStdDev(xs, nil)
+}
+
+// meanCI returns the mean of the repeated measurements xs and the bounds
+// of its 95% confidence interval, mean ± t·s/√n with t the 0.975 quantile
+// of Student's t distribution of n−1 degrees of freedom; the bounds are 0
+// for fewer than two values, which bound nothing.
+//
+// The interval is Student's t rather than a bootstrap: the harness
+// repeats a measurement 3 to 10 times, and from so few values a
+// bootstrap's percentile interval cannot reach past the sample's range
+// (from three values its "95%" interval is at best the range, which holds
+// the mean about three times in four), while the t interval accounts for
+// the standard deviation's being estimated from the same few values. It
+// assumes the runs independent with roughly normal noise, which
+// interleaving the probes with the runs aims at.
+func meanCI(xs []float64) (mean, lo, hi float64) {
+	mean, sd := meanSD(xs)
+	if len(xs) < 2 {
+		return mean, 0, 0
+	}
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(len(xs) - 1)}.Quantile(1 - (1-ciLevel)/2)
+	half := t * stat.StdErr(sd, float64(len(xs)))
+	return mean, mean - half, mean + half
 }
 
 // median returns the median of sorted xs, the mean of the middle two of

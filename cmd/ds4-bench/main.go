@@ -290,8 +290,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rows, runErr := sweep(ctx, f, &harness.Bench{Session: s, Tokens: ids, EOS: tok.Special(tokenizer.EOS), Config: f.cfg}, stdout, stderr)
 	if f.cfg.Repeat > 1 {
 		for _, r := range rows {
-			fmt.Fprintf(stderr, "ds4-bench: ctx %d: prefill %.2f ± %.2f t/s, generation %.2f ± %.2f t/s (%d runs)\n",
-				r.CtxTokens, r.PrefillTPS, r.PrefillTPSSD, r.GenTPS, r.GenTPSSD, f.cfg.Repeat)
+			fmt.Fprintf(stderr, "ds4-bench: ctx %d: prefill %.2f ± %.2f t/s (95%% CI [%.2f, %.2f]), generation %.2f ± %.2f t/s (95%% CI [%.2f, %.2f]) (%d runs; ± the SD)\n",
+				r.CtxTokens, r.PrefillTPS, r.PrefillTPSSD, r.PrefillTPSCILo, r.PrefillTPSCIHi, r.GenTPS, r.GenTPSSD, r.GenTPSCILo, r.GenTPSCIHi, f.cfg.Repeat)
 		}
 	}
 	return errors.Join(runErr, writeBench(f, meta, in, rows, stderr))

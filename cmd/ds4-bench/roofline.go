@@ -366,8 +366,9 @@ func printFractions(w io.Writer, r harness.RooflineRecord, kernels string) {
 	}
 	fmt.Fprintln(w)
 	if r.DecodeRounds > 0 {
-		fmt.Fprintf(w, "          in %d rounds of %d tokens, each between bandwidth probes: %.3f of the speed of light (median; %.3f–%.3f at %.2f–%.2f GB/s)\n",
-			r.DecodeRounds, r.DecodeTokens, r.DecodeRoundFraction, r.DecodeRoundFractionMin, r.DecodeRoundFractionMax, r.DecodeRoundReadGBsMin, r.DecodeRoundReadGBsMax)
+		fmt.Fprintf(w, "          in %d rounds of %d tokens, each between bandwidth probes: %.3f of the speed of light (median; %.3f–%.3f at %.2f–%.2f GB/s%s)\n",
+			r.DecodeRounds, r.DecodeTokens, r.DecodeRoundFraction, r.DecodeRoundFractionMin, r.DecodeRoundFractionMax, r.DecodeRoundReadGBsMin, r.DecodeRoundReadGBsMax,
+			ciText(r.DecodeRounds, r.DecodeRoundFractionCILo, r.DecodeRoundFractionCIHi, "; ", ""))
 	}
 	switch {
 	case r.PrefillLimitVNNITPS > 0 && strings.HasPrefix(kernels, "avx512"):
@@ -382,14 +383,24 @@ func printFractions(w io.Writer, r harness.RooflineRecord, kernels string) {
 	}
 	fmt.Fprintf(w, " (%d tokens; the session's first prefill ran at %.3f tok/s)\n", r.PrefillTokens, r.PrefillFirstTPS)
 	if r.PrefillRounds > 0 {
-		fmt.Fprintf(w, "          in %d rounds, each between int8 dot probes: %.3f of the compute limit (median; %.3f–%.3f at %.1f–%.1f Gop/s)",
-			r.PrefillRounds, r.PrefillRoundFraction, r.PrefillRoundFractionMin, r.PrefillRoundFractionMax, r.PrefillRoundInt8GopsAllMin, r.PrefillRoundInt8GopsAllMax)
+		fmt.Fprintf(w, "          in %d rounds, each between int8 dot probes: %.3f of the compute limit (median; %.3f–%.3f at %.1f–%.1f Gop/s%s)",
+			r.PrefillRounds, r.PrefillRoundFraction, r.PrefillRoundFractionMin, r.PrefillRoundFractionMax, r.PrefillRoundInt8GopsAllMin, r.PrefillRoundInt8GopsAllMax,
+			ciText(r.PrefillRounds, r.PrefillRoundFractionCILo, r.PrefillRoundFractionCIHi, "; ", ""))
 		if r.PrefillRoundFractionMix > 0 {
-			fmt.Fprintf(w, ", %.3f of the avx2 mix limit", r.PrefillRoundFractionMix)
+			fmt.Fprintf(w, ", %.3f of the avx2 mix limit%s", r.PrefillRoundFractionMix, ciText(r.PrefillRounds, r.PrefillRoundFractionMixCILo, r.PrefillRoundFractionMixCIHi, " (", ")"))
 		}
 		if r.PrefillRoundFractionVNNI > 0 {
-			fmt.Fprintf(w, ", %.3f of the VNNI one", r.PrefillRoundFractionVNNI)
+			fmt.Fprintf(w, ", %.3f of the VNNI one%s", r.PrefillRoundFractionVNNI, ciText(r.PrefillRounds, r.PrefillRoundFractionVNNICILo, r.PrefillRoundFractionVNNICIHi, " (", ")"))
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// ciText returns "mean's 95% CI [lo, hi]" between pre and post for an
+// interval from n ≥ 2 rounds, else "".
+func ciText(n int64, lo, hi float64, pre, post string) string {
+	if n < 2 {
+		return ""
+	}
+	return fmt.Sprintf("%smean's 95%% CI [%.3f, %.3f]%s", pre, lo, hi, post)
 }

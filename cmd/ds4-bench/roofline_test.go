@@ -25,7 +25,7 @@ func TestRooflineTiny(t *testing.T) {
 	require.Equal(t, 0, code, errOut.String())
 	for _, want := range []string{"read bandwidth", "int8 dot", "dot kernels", "decode kernel limit", "decode speed of light", "of the speed of light", "of the kernel limit", "of the compute limit",
 		"Q8_0 dot (AVX2)", "the avx2 mix limit)", "in 3 rounds of 2 tokens, each between bandwidth probes",
-		"in 2 rounds, each between int8 dot probes"} {
+		"in 2 rounds, each between int8 dot probes", "GB/s; mean's 95% CI ", "Gop/s; mean's 95% CI "} {
 		require.Contains(t, out.String(), want)
 	}
 	files, err := filepath.Glob(filepath.Join(dir, harness.RooflineTable, "model=DS4-tiny", "date=*", "*.parquet"))
