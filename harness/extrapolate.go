@@ -51,6 +51,16 @@ type Extrapolation struct {
 	PrefillFraction     float64 `parquet:"prefill_fraction"`
 	PrefillFractionMix  float64 `parquet:"prefill_fraction_mix"`
 	PrefillFractionVNNI float64 `parquet:"prefill_fraction_vnni"`
+	// 95% confidence intervals of the mean of the fractions projected
+	// from each pair of runs (PairIntervals); 0 for fewer than two pairs.
+	DecodeFractionCILo      float64 `parquet:"decode_fraction_ci_lo"`
+	DecodeFractionCIHi      float64 `parquet:"decode_fraction_ci_hi"`
+	PrefillFractionCILo     float64 `parquet:"prefill_fraction_ci_lo"`
+	PrefillFractionCIHi     float64 `parquet:"prefill_fraction_ci_hi"`
+	PrefillFractionMixCILo  float64 `parquet:"prefill_fraction_mix_ci_lo"`
+	PrefillFractionMixCIHi  float64 `parquet:"prefill_fraction_mix_ci_hi"`
+	PrefillFractionVNNICILo float64 `parquet:"prefill_fraction_vnni_ci_lo"`
+	PrefillFractionVNNICIHi float64 `parquet:"prefill_fraction_vnni_ci_hi"`
 }
 
 // ExtrapolateTable is the directory of extrapolation runs under a results
@@ -98,7 +108,7 @@ func Extrapolate(small, large SliceSpeed, ratios []int, mc Machine) (Extrapolati
 	// perLayer is the time per token the larger slice's extra layers add,
 	// one by one; project is the n-layer model's rate.
 	perLayer := func(small, large float64) float64 { return (1/large - 1/small) / added }
-	project := func(large, per float64) float64 { return 1 / (1/large + more*per) }
+	project := func(large, per float64) float64 { return projectRate(large, per, more) }
 	decPer := perLayer(small.Speed.DecodeTPS, large.Speed.DecodeTPS)
 	prePer := perLayer(small.Speed.PrefillTPS, large.Speed.PrefillTPS)
 	if decPer <= 0 || prePer <= 0 {
@@ -133,6 +143,43 @@ func Extrapolate(small, large SliceSpeed, ratios []int, mc Machine) (Extrapolati
 	e.PrefillFractionMix = frac(e.PrefillTPS, e.PrefillLimitMixTPS)
 	e.PrefillFractionVNNI = frac(e.PrefillTPS, e.PrefillLimitVNNITPS)
 	return e, nil
+}
+
+// projectRate returns the rate of a model of more layers than a slice
+// that runs at rate large, each layer adding per seconds a token.
+func projectRate(large, per, more float64) float64 { return 1 / (1/large + more*per) }
+
+// PairIntervals sets e's confidence intervals from the runs its medians
+// came from: pair i (small[i] and large[i], measured back to back) is
+// projected as Extrapolate projects the medians, to fractions of e's
+// limits, and each interval is the 95% Student's t interval of the mean
+// of the pairs' fractions (meanCI). A pair whose larger slice ran no
+// slower counts as it projects, so that noise widens the interval rather
+// than vanishing from it. Fewer than two pairs leave the intervals 0.
+func (e *Extrapolation) PairIntervals(small, large []Speed) {
+	n := min(len(small), len(large))
+	added, more := float64(e.LargeLayers-e.SmallLayers), float64(e.ProjectedLayers-e.LargeLayers)
+	if n < 2 || added <= 0 {
+		return
+	}
+	dec, pre, mix, vnni := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	frac := func(v, limit float64) float64 {
+		if limit > 0 {
+			return v / limit
+		}
+		return 0
+	}
+	for i := range n {
+		s, l := small[i], large[i]
+		d := projectRate(l.DecodeTPS, (1/l.DecodeTPS-1/s.DecodeTPS)/added, more)
+		p := projectRate(l.PrefillTPS, (1/l.PrefillTPS-1/s.PrefillTPS)/added, more)
+		dec[i] = frac(d, e.DecodeLimitTPS)
+		pre[i], mix[i], vnni[i] = frac(p, e.PrefillLimitTPS), frac(p, e.PrefillLimitMixTPS), frac(p, e.PrefillLimitVNNITPS)
+	}
+	_, e.DecodeFractionCILo, e.DecodeFractionCIHi = meanCI(dec)
+	_, e.PrefillFractionCILo, e.PrefillFractionCIHi = meanCI(pre)
+	_, e.PrefillFractionMixCILo, e.PrefillFractionMixCIHi = meanCI(mix)
+	_, e.PrefillFractionVNNICILo, e.PrefillFractionVNNICIHi = meanCI(vnni)
 }
 
 // sameLayers returns an error unless the smaller slice's embedding, head
@@ -292,6 +339,7 @@ func RunExtrapolation(ctx context.Context, small, large *engine.Model, be backen
 	if r.Extrapolation, err = Extrapolate(speeds[0], speeds[1], proj.CompressRatios, mc); err != nil {
 		return nil, err
 	}
+	r.Extrapolation.PairIntervals(r.Runs[0], r.Runs[1])
 	return r, nil
 }
 

@@ -245,3 +245,26 @@ func TestSpeedRange(t *testing.T) {
 		})
 	}
 }
+
+// TestPairIntervals projects two pairs of runs by hand: slices of 2 and 4
+// layers projected to 8 at 10 and 5 tok/s project to 1/(1/5 + 4·0.05) =
+// 2.5 tok/s, at 10 and 4 to 1/(1/4 + 4·0.075) = 1/0.55, so a limit of 10
+// gives fractions 1/4 and 2/11: mean 19/88, and with two pairs the
+// interval's half width is tan(0.475π) (Student's t of one degree of
+// freedom) times half their difference, 3/88. Prefill at 1000 and 500 or
+// 400 tok/s gives the same fractions of 1000 and twice them of 500.
+func TestPairIntervals(t *testing.T) {
+	t1 := math.Tan(0.475 * math.Pi)
+	e := Extrapolation{SmallLayers: 2, LargeLayers: 4, ProjectedLayers: 8, DecodeLimitTPS: 10, PrefillLimitTPS: 1000, PrefillLimitMixTPS: 500}
+	small := []Speed{{DecodeTPS: 10, PrefillTPS: 1000}, {DecodeTPS: 10, PrefillTPS: 1000}}
+	large := []Speed{{DecodeTPS: 5, PrefillTPS: 500}, {DecodeTPS: 4, PrefillTPS: 400}}
+	e.PairIntervals(small, large)
+	want := []float64{19.0/88 - t1*3/88, 19.0/88 + t1*3/88, 19.0/88 - t1*3/88, 19.0/88 + t1*3/88, 19.0/44 - t1*3/44, 19.0/44 + t1*3/44, 0, 0}
+	got := []float64{e.DecodeFractionCILo, e.DecodeFractionCIHi, e.PrefillFractionCILo, e.PrefillFractionCIHi,
+		e.PrefillFractionMixCILo, e.PrefillFractionMixCIHi, e.PrefillFractionVNNICILo, e.PrefillFractionVNNICIHi}
+	require.InDeltaSlice(t, want, got, 1e-12)
+
+	one := Extrapolation{SmallLayers: 2, LargeLayers: 4, ProjectedLayers: 8, DecodeLimitTPS: 10}
+	one.PairIntervals(small[:1], large[:1])
+	require.Zero(t, one.DecodeFractionCILo+one.DecodeFractionCIHi, "one pair bounds nothing")
+}

@@ -164,13 +164,16 @@ func printExtrapolation(w io.Writer, meta harness.RunMeta, mc harness.Machine, e
 		e.DecodeMsPerLayer, e.PrefillMsPerLayer, e.LargeLayers, e.SmallLayers, e.LargeLayers-1, e.SmallLayers)
 	fmt.Fprintf(w, "projected to %d layers: %.2f MB of weights a decode step, %.1f int8 (%.1f of them Q8_0) and %.1f float MMAC a prompt token\n",
 		e.ProjectedLayers, float64(e.Bytes)/1e6, float64(e.PrefillMACsInt8)/1e6, float64(e.PrefillMACsQ8_0)/1e6, float64(e.PrefillMACsFloat)/1e6)
-	fmt.Fprintf(w, "  decode:  %.3f tok/s = %.3f of the speed of light (%.3f tok/s at %.2f GB/s)\n", e.DecodeTPS, e.DecodeFraction, e.DecodeLimitTPS, mc.ReadGBsAll)
-	fmt.Fprintf(w, "  prefill: %.3f tok/s = %.3f of the compute limit (%.3f tok/s at the AVX2 int8-dot peak)", e.PrefillTPS, e.PrefillFraction, e.PrefillLimitTPS)
+	pairs := int64(len(runs[0]))
+	fmt.Fprintf(w, "  decode:  %.3f tok/s = %.3f of the speed of light (%.3f tok/s at %.2f GB/s%s)\n", e.DecodeTPS, e.DecodeFraction, e.DecodeLimitTPS, mc.ReadGBsAll,
+		ciText(pairs, e.DecodeFractionCILo, e.DecodeFractionCIHi, "; pairs' ", ""))
+	fmt.Fprintf(w, "  prefill: %.3f tok/s = %.3f of the compute limit (%.3f tok/s at the AVX2 int8-dot peak%s)", e.PrefillTPS, e.PrefillFraction, e.PrefillLimitTPS,
+		ciText(pairs, e.PrefillFractionCILo, e.PrefillFractionCIHi, "; pairs' ", ""))
 	if e.PrefillLimitMixTPS > 0 {
-		fmt.Fprintf(w, ", %.3f of the avx2 mix limit", e.PrefillFractionMix)
+		fmt.Fprintf(w, ", %.3f of the avx2 mix limit%s", e.PrefillFractionMix, ciText(pairs, e.PrefillFractionMixCILo, e.PrefillFractionMixCIHi, " (pairs' ", ")"))
 	}
 	if e.PrefillLimitVNNITPS > 0 {
-		fmt.Fprintf(w, ", %.3f of the VNNI one", e.PrefillFractionVNNI)
+		fmt.Fprintf(w, ", %.3f of the VNNI one%s", e.PrefillFractionVNNI, ciText(pairs, e.PrefillFractionVNNICILo, e.PrefillFractionVNNICIHi, " (pairs' ", ")"))
 	}
 	fmt.Fprintln(w)
 }

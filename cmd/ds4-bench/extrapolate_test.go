@@ -74,7 +74,7 @@ func TestExtrapolateTiny(t *testing.T) {
 	}
 	require.Equal(t, 0, code, errOut.String())
 	for _, want := range []string{"tiny2.gguf", "tiny6.gguf", "medians of 5 runs each", "a layer adds", "the 6-layer slice's layers 2..5 over the 2-layer one",
-		"projected to 10 layers", "of the speed of light", "of the compute limit", "of the avx2 mix limit"} {
+		"projected to 10 layers", "of the speed of light", "pairs' mean's 95% CI [", "of the compute limit", "of the avx2 mix limit"} {
 		require.Contains(t, out.String(), want)
 	}
 	files, err := filepath.Glob(filepath.Join(dir, harness.ExtrapolateTable, "model=DS4-tiny", "date=*", "*.parquet"))
@@ -96,6 +96,8 @@ func TestExtrapolateTiny(t *testing.T) {
 	require.InDelta(t, e.ReadGBsAll*1e9/float64(e.Bytes), e.DecodeLimitTPS, 1e-9*e.DecodeLimitTPS)
 	require.Positive(t, e.PrefillFraction)
 	require.Positive(t, e.PrefillFractionMix)
+	require.Less(t, e.DecodeFractionCILo, e.DecodeFractionCIHi, "5 pairs bound the mean")
+	require.Less(t, e.PrefillFractionCILo, e.PrefillFractionCIHi, "5 pairs bound the mean")
 }
 
 func TestExtrapolateUsage(t *testing.T) {
