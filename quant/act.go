@@ -50,35 +50,34 @@ func QuantizeQ8K(x []float32, dst []BlockQ8K) {
 	quantizeQ8KWith(hostAct, x, dst)
 }
 
-// quantizeQ8KWith is QuantizeQ8K with the block kernels of a.
-func quantizeQ8KWith(a actKernels, x []float32, dst []BlockQ8K) {
+// quantizeQ8KWith is QuantizeQ8K with the whole-block loop of form a.
+func quantizeQ8KWith(a actForm, x []float32, dst []BlockQ8K) {
 	nb := len(x) / QK_K
 	dst = dst[:nb]
 	// The SIMD form, where there is one, does the same float32 operations
 	// and rounds the same way, so the bits match.
-	for b := a.q8K(x, dst); b < nb; b++ {
+	for b := quantizeQ8KFull(a, x, dst); b < nb; b++ {
 		quantizeQ8KBlock((*[QK_K]float32)(x[b*QK_K:]), &dst[b])
 	}
 }
 
-// actKernels are one form of the activation quantizers' whole-block
-// loops: each quantizes the len(dst) whole blocks of x and returns how
-// many it did, the rest left to the Go code.
-type actKernels struct {
-	name string // "go" for the Go code alone, else the instruction set
-	q8_0 func(x []float32, dst []BlockQ8_0) int
-	q8K  func(x []float32, dst []BlockQ8K) int
-	// q8_0Sums sets sums[b] as Q8_0Sums does for the blocks it does.
-	q8_0Sums func(x []BlockQ8_0, sums []int32) int
-}
+// actForm is the form of the activation quantizers' whole-block loops
+// (QuantizeQ8_0, QuantizeQ8K, Q8_0Sums): the Go code alone, or AVX2 for
+// whole blocks. The loops call their form directly (no function value, so
+// their arguments do not escape).
+type actForm uint8
 
-// goAct leaves every block to the Go code.
-var goAct = actKernels{
-	name: genericName,
-	q8_0: func([]float32, []BlockQ8_0) int { return 0 },
-	q8K:  func([]float32, []BlockQ8K) int { return 0 },
+const (
+	actGo   actForm = iota // the Go code
+	actAVX2                // AVX2 for whole blocks
+)
 
-	q8_0Sums: func([]BlockQ8_0, []int32) int { return 0 },
+// String returns the form's name: "go" or "avx2".
+func (f actForm) String() string {
+	if f == actAVX2 {
+		return "avx2"
+	}
+	return genericName
 }
 
 // hostAct is the form of the host's level (cpufeat.Host).
@@ -135,14 +134,14 @@ func quantizeQ8KBlock(xb *[QK_K]float32, y *BlockQ8K) {
 // shorter than ceil(len(x)/32).
 func QuantizeQ8_0(x []float32, dst []BlockQ8_0) { quantizeQ8_0With(hostAct, x, dst) }
 
-// quantizeQ8_0With is QuantizeQ8_0 with the block kernels of a.
-func quantizeQ8_0With(a actKernels, x []float32, dst []BlockQ8_0) {
+// quantizeQ8_0With is QuantizeQ8_0 with the whole-block loop of form a.
+func quantizeQ8_0With(a actForm, x []float32, dst []BlockQ8_0) {
 	nb := (len(x) + 31) / 32
 	dst = dst[:nb]
 	// Whole blocks go to the SIMD form where there is one; it does the
 	// same float32 operations and rounds the same way, so the bits match.
 	full := len(x) / 32
-	for b := a.q8_0(x[:32*full], dst[:full]); b < nb; b++ {
+	for b := quantizeQ8_0Full(a, x[:32*full], dst[:full]); b < nb; b++ {
 		quantizeQ8_0Act(x[b*32:min(b*32+32, len(x))], &dst[b])
 	}
 }

@@ -6,17 +6,17 @@ import "github.com/ds4-go/ds4/internal/cpufeat"
 
 // actFor returns the AVX2 forms at level AVX2 and above, else the Go
 // code.
-func actFor(l cpufeat.Level) actKernels {
+func actFor(l cpufeat.Level) actForm {
 	if l < cpufeat.AVX2 {
-		return goAct
+		return actGo
 	}
-	return actKernels{name: "avx2", q8_0: quantizeQ8_0Full, q8K: quantizeQ8KFull, q8_0Sums: q8_0SumsFull}
+	return actAVX2
 }
 
-// quantizeQ8_0Full quantizes the len(dst) whole blocks of x with AVX2 and
-// returns how many it did: all of them.
-func quantizeQ8_0Full(x []float32, dst []BlockQ8_0) int {
-	if len(dst) == 0 {
+// quantizeQ8_0Full quantizes the len(dst) whole blocks of x in form f and
+// returns how many it did: all of them with AVX2, none with Go.
+func quantizeQ8_0Full(f actForm, x []float32, dst []BlockQ8_0) int {
+	if f == actGo || len(dst) == 0 {
 		return 0
 	}
 	x = x[:32*len(dst)]
@@ -30,10 +30,10 @@ func quantizeQ8_0Full(x []float32, dst []BlockQ8_0) int {
 //go:noescape
 func quantizeQ8_0AVX2(x *float32, dst *BlockQ8_0, nb int)
 
-// quantizeQ8KFull quantizes the len(dst) blocks of x with AVX2 and returns
-// how many it did: all of them.
-func quantizeQ8KFull(x []float32, dst []BlockQ8K) int {
-	if len(dst) == 0 {
+// quantizeQ8KFull quantizes the len(dst) blocks of x in form f and
+// returns how many it did: all of them with AVX2, none with Go.
+func quantizeQ8KFull(f actForm, x []float32, dst []BlockQ8K) int {
+	if f == actGo || len(dst) == 0 {
 		return 0
 	}
 	x = x[:QK_K*len(dst)]

@@ -562,4 +562,4 @@ func TestQuantizeTinyBlocks(t *testing.T) {
 // cpuAct returns the activation quantizers of this CPU's level, whatever
 // DS4_PUREGO says, so that the SIMD forms are held to the Go code in
 // every run.
-func cpuAct() actKernels { return actFor(cpufeat.Host().CPULevel()) }
+func cpuAct() actForm { return actFor(cpufeat.Host().CPULevel()) }

@@ -38,13 +38,13 @@ func TestKernelSetsByLevel(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, names(kernelSets(tc.l)), "%v", tc.l)
 		require.Equal(t, tc.wantBest, KernelsFor(tc.l).Name, "%v", tc.l)
-		require.Equal(t, tc.wantAct, actFor(tc.l).name, "%v", tc.l)
+		require.Equal(t, tc.wantAct, actFor(tc.l).String(), "%v", tc.l)
 	}
 	// The pure-Go environment setting makes every CPU's choice generic.
 	zen4 := cpufeat.Features{AVX: true, AVX2: true, FMA: true, F16C: true, AVX512F: true, AVX512BW: true, AVX512VL: true,
 		AVX512VNNI: true, AVX512VBMI: true, AVX512GFNI: true, AVX512BITALG: true, PureGo: true}
 	require.Equal(t, "go", KernelsFor(zen4.Level()).Name)
-	require.Equal(t, "go", actFor(zen4.Level()).name)
+	require.Equal(t, "go", actFor(zen4.Level()).String())
 	zen4.PureGo = false
 	require.Equal(t, "avx512", KernelsFor(zen4.Level()).Name)
 

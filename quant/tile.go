@@ -38,7 +38,7 @@ func Q8_0TileBytes(nb int) int { return nb * q8_0TileBlockBytes }
 func Q8_0Sums(x []BlockQ8_0, sums []int32) {
 	sums = sums[:len(x)]
 	// The SIMD form, where there is one, does every block.
-	for b := hostAct.q8_0Sums(x, sums); b < len(x); b++ {
+	for b := q8_0SumsFull(hostAct, x, sums); b < len(x); b++ {
 		var s int32
 		for _, q := range &x[b].Qs {
 			s += int32(q)

@@ -135,10 +135,10 @@ func q8_0Tile1AVX512(tile *byte, x *BlockQ8_0, sums *int32, nb, count, stride in
 //go:noescape
 func q8_0TileTreeAVX512(lanes *float32, vecs int, out *float32)
 
-// q8_0SumsFull sets sums[b] for every block of x with AVX2 and returns how
-// many it did: all of them.
-func q8_0SumsFull(x []BlockQ8_0, sums []int32) int {
-	if len(x) == 0 {
+// q8_0SumsFull sets sums[b] for every block of x in form f and returns
+// how many it did: all of them with AVX2, none with Go.
+func q8_0SumsFull(f actForm, x []BlockQ8_0, sums []int32) int {
+	if f == actGo || len(x) == 0 {
 		return 0
 	}
 	q8_0SumsAVX2(x, sums[:len(x)])

@@ -7,7 +7,7 @@ package cpu
 // mulTo sets dst[i] = s·x[i].
 func mulTo(dst []float32, s float32, x []float32) {
 	x = x[:len(dst)]
-	i := hostLoops.elem.mulTo(dst, s, x)
+	i := mulToSIMD(hostLoops.elem, dst, s, x)
 	for ; i < len(dst); i++ {
 		dst[i] = s * x[i]
 	}
@@ -16,7 +16,7 @@ func mulTo(dst []float32, s float32, x []float32) {
 // mulAdd adds s·x[i], rounded to float32, to acc[i].
 func mulAdd(acc []float32, s float32, x []float32) {
 	x = x[:len(acc)]
-	i := hostLoops.elem.mulAdd(acc, s, x)
+	i := mulAddSIMD(hostLoops.elem, acc, s, x)
 	for ; i < len(acc); i++ {
 		acc[i] += float32(s * x[i])
 	}
@@ -26,7 +26,7 @@ func mulAdd(acc []float32, s float32, x []float32) {
 // before the one with w.
 func mulMulTo(dst []float32, s float32, x, w []float32) {
 	x, w = x[:len(dst)], w[:len(dst)]
-	i := hostLoops.elem.mulMulTo(dst, s, x, w)
+	i := mulMulToSIMD(hostLoops.elem, dst, s, x, w)
 	for ; i < len(dst); i++ {
 		dst[i] = float32(s*x[i]) * w[i]
 	}

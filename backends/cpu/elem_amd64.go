@@ -2,36 +2,33 @@
 
 package cpu
 
-// elemAVX2 are the AVX2 forms of the elementwise loops.
-var elemAVX2 = elemKernels{name: "avx2", mulTo: mulToAVX2, mulAdd: mulAddAVX2, mulMulTo: mulMulToAVX2}
-
-// mulToAVX2 does mulTo's first len(dst)&^7 elements with AVX2 and returns
-// how many it did.
-func mulToAVX2(dst []float32, s float32, x []float32) int {
+// mulToSIMD does mulTo's first len(dst)&^7 elements in form f (AVX2) and
+// returns how many it did (none in the Go form).
+func mulToSIMD(f simdForm, dst []float32, s float32, x []float32) int {
 	n := len(dst) &^ 7
-	if n == 0 {
+	if f == formGo || n == 0 {
 		return 0
 	}
 	mulToAVX2Asm(&dst[0], s, &x[0], n)
 	return n
 }
 
-// mulAddAVX2 does mulAdd's first len(acc)&^7 elements with AVX2 and
-// returns how many it did.
-func mulAddAVX2(acc []float32, s float32, x []float32) int {
+// mulAddSIMD does mulAdd's first len(acc)&^7 elements in form f (AVX2)
+// and returns how many it did (none in the Go form).
+func mulAddSIMD(f simdForm, acc []float32, s float32, x []float32) int {
 	n := len(acc) &^ 7
-	if n == 0 {
+	if f == formGo || n == 0 {
 		return 0
 	}
 	mulAddAVX2Asm(&acc[0], s, &x[0], n)
 	return n
 }
 
-// mulMulToAVX2 does mulMulTo's first len(dst)&^7 elements with AVX2 and
-// returns how many it did.
-func mulMulToAVX2(dst []float32, s float32, x, w []float32) int {
+// mulMulToSIMD does mulMulTo's first len(dst)&^7 elements in form f
+// (AVX2) and returns how many it did (none in the Go form).
+func mulMulToSIMD(f simdForm, dst []float32, s float32, x, w []float32) int {
 	n := len(dst) &^ 7
-	if n == 0 {
+	if f == formGo || n == 0 {
 		return 0
 	}
 	mulMulToAVX2Asm(&dst[0], s, &x[0], &w[0], n)

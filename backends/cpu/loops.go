@@ -10,8 +10,8 @@ import "github.com/ds4-go/ds4/internal/cpufeat"
 type loops struct {
 	vec     vecOps
 	exp     expKernels
-	elem    elemKernels
-	scatter scatterKernels
+	elem    simdForm // the elementwise mixes of elem.go: go or avx2
+	scatter simdForm // scatterTile's non-temporal stores: go (none), avx2 or avx512
 }
 
 // goName is the name of every Go form.
@@ -19,7 +19,7 @@ const goName = "go"
 
 // goLoops returns the Go forms of every loop.
 func goLoops() loops {
-	return loops{vec: genericVecOps(), exp: expKernels{name: goName}, elem: elemGo, scatter: scatterGo}
+	return loops{vec: genericVecOps(), exp: expKernels{name: goName}}
 }
 
 // hostLoops are the loops of the host's level, DS4_PUREGO included
@@ -28,30 +28,24 @@ func goLoops() loops {
 // (vecOpsFor).
 var hostLoops = loopsFor(cpufeat.Host().Level())
 
-// elemKernels are vector forms of the elementwise loops of elem.go: each
-// does the first elements of its loop and returns how many it did, the
-// rest left to the Go loop.
-type elemKernels struct {
-	name     string
-	mulTo    func(dst []float32, s float32, x []float32) int
-	mulAdd   func(acc []float32, s float32, x []float32) int
-	mulMulTo func(dst []float32, s float32, x, w []float32) int
-}
+// simdForm is the form of a loop that has at most one vector form per
+// instruction set; the loop calls it directly (no function value, so its
+// arguments do not escape).
+type simdForm uint8
 
-// elemGo leaves every element to the Go loops.
-var elemGo = elemKernels{
-	name:     goName,
-	mulTo:    func([]float32, float32, []float32) int { return 0 },
-	mulAdd:   func([]float32, float32, []float32) int { return 0 },
-	mulMulTo: func([]float32, float32, []float32, []float32) int { return 0 },
-}
+const (
+	formGo     simdForm = iota // the Go loop
+	formAVX2                   // AVX2 and FMA
+	formAVX512                 // AVX-512 F and VL
+)
 
-// scatterKernels are a form of scatterTile's non-temporal stores: nt does
-// scatterTile with them where it can and reports whether it did.
-type scatterKernels struct {
-	name string
-	nt   func(dst []float32, ds int, out []float32, n int) bool
+// String returns the form's name: "go", "avx2" or "avx512".
+func (f simdForm) String() string {
+	switch f {
+	case formAVX2:
+		return "avx2"
+	case formAVX512:
+		return "avx512"
+	}
+	return goName
 }
-
-// scatterGo has no non-temporal stores.
-var scatterGo = scatterKernels{name: goName, nt: func([]float32, int, []float32, int) bool { return false }}

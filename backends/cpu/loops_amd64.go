@@ -11,9 +11,9 @@ import "github.com/ds4-go/ds4/internal/cpufeat"
 func loopsFor(l cpufeat.Level) loops {
 	switch {
 	case l >= cpufeat.AVX512:
-		return loops{vec: avx512VecOps(), exp: expAVX512, elem: elemAVX2, scatter: scatterAVX512}
+		return loops{vec: avx512VecOps(), exp: expAVX512, elem: formAVX2, scatter: formAVX512}
 	case l >= cpufeat.AVX2:
-		return loops{vec: avx2VecOps(), exp: expAVX2, elem: elemAVX2, scatter: scatterAVX2}
+		return loops{vec: avx2VecOps(), exp: expAVX2, elem: formAVX2, scatter: formAVX2}
 	}
 	return goLoops()
 }

@@ -26,7 +26,7 @@ func simdVecOps() (vecOps, bool) {
 
 // names returns the names of the forms of l: vec, exp, elem, scatter.
 func (l loops) names() [4]string {
-	return [4]string{l.vec.name, l.exp.name, l.elem.name, l.scatter.name}
+	return [4]string{l.vec.name, l.exp.name, l.elem.String(), l.scatter.String()}
 }
 
 // TestPureGoReachesEveryKernel checks that under DS4_PUREGO=1 (set for a

@@ -12,7 +12,7 @@ const scatterNTBytes = 8 << 20
 // scatterTile copies the 16 results of each of n inputs, out[16t:16t+16],
 // to dst[t·ds:t·ds+16].
 func scatterTile(dst []float32, ds int, out []float32, n int) {
-	if n > 0 && n*ds*4 >= scatterNTBytes && hostLoops.scatter.nt(dst, ds, out, n) {
+	if n > 0 && n*ds*4 >= scatterNTBytes && scatterNT(hostLoops.scatter, dst, ds, out, n) {
 		return
 	}
 	for t := range n {

@@ -4,27 +4,20 @@ package cpu
 
 import "unsafe"
 
-// scatterAVX512 and scatterAVX2 do scatterTile with non-temporal stores,
-// 64 bytes at a time with AVX-512 or two times 32 with AVX2, where dst and
-// its stride are 64-byte aligned.
-var (
-	scatterAVX512 = scatterKernels{name: "avx512", nt: func(dst []float32, ds int, out []float32, n int) bool {
-		return scatterNTWith(scatterNTAsm, dst, ds, out, n)
-	}}
-	scatterAVX2 = scatterKernels{name: "avx2", nt: func(dst []float32, ds int, out []float32, n int) bool {
-		return scatterNTWith(scatterNTAVX2Asm, dst, ds, out, n)
-	}}
-)
-
-// scatterNTWith does scatterTile with the stores of asm where dst and its
+// scatterNT does scatterTile with non-temporal stores in form f, 64
+// bytes at a time with AVX-512 or two times 32 with AVX2, where dst and its
 // stride are 64-byte aligned, and reports whether it did (n > 0).
-func scatterNTWith(asm func(dst *float32, strideBytes int, src *float32, n int), dst []float32, ds int, out []float32, n int) bool {
-	if !aligned64(unsafe.Pointer(&dst[0]), ds*4) {
+func scatterNT(f simdForm, dst []float32, ds int, out []float32, n int) bool {
+	if f == formGo || !aligned64(unsafe.Pointer(&dst[0]), ds*4) {
 		return false
 	}
 	_ = dst[(n-1)*ds+15]
 	_ = out[16*n-1]
-	asm(&dst[0], ds*4, &out[0], n)
+	if f == formAVX512 {
+		scatterNTAsm(&dst[0], ds*4, &out[0], n)
+	} else {
+		scatterNTAVX2Asm(&dst[0], ds*4, &out[0], n)
+	}
 	return true
 }
 

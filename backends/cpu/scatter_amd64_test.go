@@ -40,7 +40,7 @@ func TestScatterNTForms(t *testing.T) {
 				require.Equal(t, make([]float32, ds-16), dst[tok*ds+16:(tok+1)*ds], "input %d: past its 16 results", tok)
 			}
 			clear(dst)
-			require.True(t, loopsFor(cpuLevel()).scatter.nt(dst, ds, out, n), "an aligned scatter with AVX2 must take the non-temporal stores")
+			require.True(t, scatterNT(loopsFor(cpuLevel()).scatter, dst, ds, out, n), "an aligned scatter with AVX2 must take the non-temporal stores")
 			for tok := range n {
 				require.Equal(t, out[16*tok:16*tok+16], dst[tok*ds:tok*ds+16], "input %d", tok)
 			}
