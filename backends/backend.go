@@ -63,7 +63,7 @@ func (m Matrix) RowRange(lo, hi int) Matrix {
 }
 
 // Backend runs the engine's numeric kernels: the operations of
-// spec/model.md that touch every element of an activation, a weight or a
+// docs/formats/model.md that touch every element of an activation, a weight or a
 // cache row. All vectors are host float32 slices; matrices are bound from
 // the model file. Implementations must be deterministic: the same inputs
 // give bit-identical outputs whatever the degree of parallelism, so decode
@@ -118,7 +118,7 @@ type Backend interface {
 	// writes the weighted sum of rows to out.
 	Attend(out, q []float32, rows [][]float32, sinks []float32, scale float32)
 	// CompressPool pools a compressor window per dimension with a softmax
-	// over the window's scores (spec §7): ratio 4 mixes the previous window
+	// over the window's scores (docs/formats/model.md#compressor): ratio 4 mixes the previous window
 	// (slots 0..3, first half) and the current one (slots 4..7, second
 	// half); other ratios pool their ratio slots. Slots are w wide; out
 	// gets d values.

@@ -3,7 +3,7 @@ package engine
 import "fmt"
 
 // Capture records, for every layer, the last row of each forward pass at
-// one sublayer output, before any steering edit (spec/harness.md §11.2).
+// one sublayer output, before any steering edit (docs/steering.md#building-a-direction).
 type Capture struct {
 	Attn bool      // capture attn_out (after the output projection) instead of ffn_out
 	Rows []float32 // layers × embd, layer-major; NewSession allocates it when its size is wrong
@@ -35,7 +35,7 @@ func (s *Session) capture(il, n int, attn bool) {
 }
 
 // ExpertObserver sees every routed-expert evaluation of a forward pass
-// (spec/harness.md §7.2): in is the FFN-normalized input row of the token,
+// (docs/formats/harness.md#collection): in is the FFN-normalized input row of the token,
 // mid the clamped SwiGLU output of expert e of layer il times its routing
 // weight. The slices are valid only during the call.
 type ExpertObserver interface {

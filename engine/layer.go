@@ -90,7 +90,7 @@ func newScratch(p layout.Params, n int) *scratch {
 	}
 }
 
-// attention runs the attention sublayer (spec §6) for a chunk of tokens at
+// attention runs the attention sublayer (docs/formats/model.md#attention) for a chunk of tokens at
 // positions pos0.. : batched projections, then the cache-touching part
 // token by token in position order, then batched output projections.
 func (s *Session) attention(il int, toks []int, pos0 int) {
@@ -216,7 +216,7 @@ func (s *Session) pushRow(rows []float32, count *int, d int, c []float32) {
 	*count++
 }
 
-// compress is COMPRESS of spec §7: it records token pos's projections in
+// compress is COMPRESS of docs/formats/model.md#compressor: it records token pos's projections in
 // the compressor state and, when pos closes a window, returns the pooled,
 // normalized, rotated and FP8/FP4-simulated row (in sc.pooled), else nil.
 func (s *Session) compress(l *Layer, skv, ssc, ape, norm, kvc, scc []float32, d, pos int, indexer bool) []float32 {
@@ -255,7 +255,7 @@ func (s *Session) compress(l *Layer, skv, ssc, ape, norm, kvc, scc []float32, d,
 	return out
 }
 
-// indexer is INDEXER of spec §8 for token i of the chunk: it returns the
+// indexer is INDEXER of docs/formats/model.md#indexer for token i of the chunk: it returns the
 // mask of compressed rows attention may visit, or nil for all of them.
 func (s *Session) indexer(l *Layer, st *layerState, i, pos int) []bool {
 	p, sc := s.m.Params, s.s
@@ -286,7 +286,7 @@ func (s *Session) indexer(l *Layer, st *layerState, i, pos int) []bool {
 	return mask
 }
 
-// attend is ATTEND of spec §6.1 for one token: a softmax with a sink over
+// attend is ATTEND of docs/formats/model.md#attend for one token: a softmax with a sink over
 // the raw window (oldest first) and the visible compressed rows.
 func (s *Session) attend(l *Layer, st *layerState, out, q []float32, mask []bool) {
 	p, sc := s.m.Params, s.s
@@ -305,7 +305,7 @@ func (s *Session) attend(l *Layer, st *layerState, out, q []float32, mask []bool
 	s.be.Attend(out, q, rows, l.Sinks, s.m.kqScale())
 }
 
-// ffn runs the FFN sublayer (spec §9) for a chunk of tokens.
+// ffn runs the FFN sublayer (docs/formats/model.md#ffn) for a chunk of tokens.
 func (s *Session) ffn(il int, toks []int) {
 	m, p, sc, be := s.m, s.m.Params, s.s, s.be
 	l := &m.Layers[il]
@@ -415,8 +415,8 @@ func (s *Session) groupSlots(slots int) {
 	}
 }
 
-// route fills sel and wt with token t's experts and their weights (spec
-// §9.1) from the router logits lg.
+// route fills sel and wt with token t's experts and their weights
+// (docs/formats/model.md#router) from the router logits lg.
 func (s *Session) route(l *Layer, lg []float32, t int, sel []int, wt []float32) {
 	p, sc := s.m.Params, s.s
 	k := p.ExpertsUsed

@@ -13,7 +13,7 @@ import (
 )
 
 // Session payload versions. A payload is the engine-owned serialization
-// of a session (spec kvcache.md §3.3); the disk cache wraps it in a file.
+// of a session (docs/formats/kvcache.md#session-payload); the disk cache wraps it in a file.
 //
 // PayloadV1 is upstream ds4's layout, byte for byte: thirteen u32 header
 // fields, the tokens, the logits, the per-layer row counts, then per layer

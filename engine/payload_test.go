@@ -204,7 +204,7 @@ func TestPayloadChain(t *testing.T) {
 	}
 }
 
-// TestPayloadSizeFormula checks the v1 size against kvcache.md §3.3 for
+// TestPayloadSizeFormula checks the v1 size against docs/formats/kvcache.md#session-payload for
 // the Flash shape and the per-token growth of both layouts.
 func TestPayloadSizeFormula(t *testing.T) {
 	p := layout.Flash()

@@ -34,7 +34,7 @@ type Options struct {
 // ErrContextFull is returned when a token would not fit in the context.
 var ErrContextFull = errors.New("engine: context is full")
 
-// layerState is the per-layer inference state of spec/model.md §4.
+// layerState is the per-layer inference state of docs/formats/model.md#inference-state.
 type layerState struct {
 	raw      []float32 // ring of rawCap rows × HeadDim
 	rawStart int       // index of the oldest row
@@ -317,7 +317,7 @@ func (s *Session) outputHead(dst []float32, n int) {
 	}
 }
 
-// head is the output head of spec §10 for one token's HC state x.
+// head is the output head of docs/formats/model.md#output-head for one token's HC state x.
 func (s *Session) head(dst, x []float32) {
 	m, p, sc, be := s.m, s.m.Params, s.s, s.be
 	hcd := p.HC * p.Embd

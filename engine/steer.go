@@ -7,11 +7,11 @@ import (
 	"github.com/ds4-go/ds4/engine/layout"
 )
 
-// maxSteerScale bounds the steering scales (spec/harness.md §11.3).
+// maxSteerScale bounds the steering scales (docs/steering.md#applying-a-direction).
 const maxSteerScale = 100
 
 // Steering is a directional steering edit applied to the attention and FFN
-// sublayer outputs of every layer (spec/harness.md §11.3).
+// sublayer outputs of every layer (docs/steering.md#applying-a-direction).
 type Steering struct {
 	Dir  []float32 // layers × embd unit directions, layer-major
 	FFN  float32   // scale at the FFN output (routed + shared experts)

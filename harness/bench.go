@@ -12,7 +12,7 @@ import (
 	"github.com/ds4-go/ds4/engine/tokenizer"
 )
 
-// BenchConfig is a ds4-bench sweep (spec harness.md §2.1).
+// BenchConfig is a ds4-bench sweep (docs/formats/harness.md#bench-sweep).
 type BenchConfig struct {
 	CtxStart  int     `parquet:"ctx_start"` // first frontier
 	CtxMax    int     `parquet:"ctx_max"`   // last frontier, always measured
@@ -57,7 +57,7 @@ func (c *BenchConfig) Normalize() error {
 	return nil
 }
 
-// Next returns the frontier after cur (spec §2.2).
+// Next returns the frontier after cur (docs/formats/harness.md#frontiers).
 func (c BenchConfig) Next(cur int) int {
 	if cur >= c.CtxMax {
 		return c.CtxMax
@@ -148,7 +148,7 @@ func (c BenchConfig) Work() int64 {
 	return n
 }
 
-// Run measures every frontier (spec §2.3): an incremental prefill of the
+// Run measures every frontier (docs/formats/harness.md#per-frontier-measurement): an incremental prefill of the
 // new interval (timed), an untimed snapshot, GenTokens greedy non-EOS
 // decode steps (timed), and an untimed restore, so the next prefill
 // extends the measured sequence, never the probe. With Repeat > 1 each

@@ -76,7 +76,7 @@ func TestCSV(t *testing.T) {
 		require.Len(t, rows, 32, name)
 		require.Equal(t, int64(2048), rows[0].CtxTokens)
 		require.Equal(t, int64(65536), rows[31].CtxTokens)
-		// kvcache_bytes is linear: 13764 bytes per token (spec §2.4).
+		// kvcache_bytes is linear: 13764 bytes per token (docs/formats/harness.md#csv).
 		for i, r := range rows {
 			require.Equal(t, int64(52184460+28188672*i), r.KVCacheBytes, "%s row %d", name, i)
 		}

@@ -122,7 +122,7 @@ type ThinkClose struct {
 }
 
 // GenerateOptions configure one generation with the thinking budget
-// controller (spec harness.md §12.5).
+// controller (docs/formats/harness.md#thinking-budget).
 type GenerateOptions struct {
 	Limit    int  // tokens to generate at most
 	Thinking bool // the prompt opened thinking

@@ -9,7 +9,7 @@ import (
 // AnswerKind is how a question's answer is written and graded.
 type AnswerKind string
 
-// Answer kinds of ds4-eval (spec harness.md §12.6).
+// Answer kinds of ds4-eval (docs/formats/harness.md#answer-extraction-and-grading).
 const (
 	// AnswerChoice is a multiple-choice letter, A up to the last choice.
 	AnswerChoice AnswerKind = "multiple_choice"

@@ -8,7 +8,7 @@ import (
 )
 
 // The model answers below are written by hand; the expected picks follow
-// upstream's extraction rules (spec harness.md §12.6).
+// upstream's extraction rules (docs/formats/harness.md#answer-extraction-and-grading).
 
 func TestExtractChoice(t *testing.T) {
 	for _, tc := range []struct {

@@ -48,7 +48,7 @@ func TestEncodeEvalPrompt(t *testing.T) {
 		require.Equal(t, text, string(tok.Decode(ids)))
 	}
 	// Upstream's close of thinking is plain text: three ordinary tokens
-	// (spec harness.md §14.4).
+	// (docs/formats/harness.md#upstream-quirks).
 	e := Evaluator{Tok: tok}
 	require.Equal(t, []int{1718, 37947, 32}, e.CloseTokens())
 	e.Config.SpecialClose = true

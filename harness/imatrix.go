@@ -21,10 +21,10 @@ import (
 )
 
 // ImatrixPromptMarker starts each prompt's header line in an imatrix
-// calibration dataset (spec/harness.md §7.1).
+// calibration dataset (docs/formats/harness.md#calibration-prompts).
 const ImatrixPromptMarker = "===== DS4_IMATRIX_PROMPT"
 
-// Defaults of imatrix collection (spec/harness.md §7.2).
+// Defaults of imatrix collection (docs/formats/harness.md#collection).
 const (
 	DefaultImatrixContext = 32768
 	DefaultImatrixChunk   = 2048
@@ -48,7 +48,7 @@ type ImatrixStats struct {
 }
 
 // SplitImatrixDataset splits a rendered-prompts file into its prompts
-// (spec/harness.md §7.2): each prompt runs from the line after an
+// (docs/formats/harness.md#collection): each prompt runs from the line after an
 // ImatrixPromptMarker to the next marker, trimmed of ASCII white space;
 // empty prompts are dropped, as is a last marker with no line end. Text
 // before the first marker is ignored, except that a file with no marker
@@ -82,7 +82,7 @@ func SplitImatrixDataset(text string) []string {
 	return out
 }
 
-// imatrixCollector accumulates the statistics of spec/harness.md §7.2 from
+// imatrixCollector accumulates the statistics of docs/formats/harness.md#collection from
 // the engine's routed-expert evaluations.
 type imatrixCollector struct {
 	mu              sync.Mutex // the engine may evaluate experts concurrently
@@ -139,11 +139,11 @@ func (c *imatrixCollector) means(sums []float64, il, width int) []float32 {
 
 // CollectImatrix runs each prompt (already tokenized) through a fresh
 // session state and accumulates the routed-expert statistics of
-// spec/harness.md §7.2: per layer and expert, the mean squared FFN input
+// docs/formats/harness.md#collection: per layer and expert, the mean squared FFN input
 // (for the gate and up matrices) and the mean squared route-weighted
 // SwiGLU output (for down). Prompts are truncated to opt.Context tokens
 // and to what is left of opt.MaxTokens, and prefilled opt.Chunk tokens at
-// a time. The result has the entries of spec/harness.md §7.3 in order;
+// a time. The result has the entries of docs/formats/harness.md#the-dat-file in order;
 // the gate and up entries of a layer share one values slice. The sums are
 // float64 in the order the engine reports evaluations, so the bytes are
 // reproducible as long as that order is.

@@ -22,10 +22,10 @@ import (
 	"github.com/ds4-go/ds4/engine/tokenizer"
 )
 
-// This file holds the quality tests of spec harness.md §10: teacher-forced
-// scoring of reference continuations (§10.2), the comparison of two scored
-// runs (§10.3), and the local stand-in for the official continuations (a
-// reference model's own greedy continuations, §10.1's layout).
+// This file holds the quality tests of docs/formats/harness.md#quality-scoring: teacher-forced
+// scoring of reference continuations (docs/formats/harness.md#scores), the comparison of two scored
+// runs (docs/formats/harness.md#comparing-scores), and the local stand-in for the official continuations (a
+// reference model's own greedy continuations, docs/formats/harness.md#manifest's layout).
 
 // QualityCase is one row of a quality manifest: a prompt and the
 // continuation to score after it.
@@ -412,7 +412,7 @@ type ScorePair struct {
 }
 
 // ScoreComparison is the comparison of two scored runs on the cases both
-// hold (spec §10.3).
+// hold (docs/formats/harness.md#comparing-scores).
 type ScoreComparison struct {
 	Pairs                []ScorePair // by id
 	Tokens               int64
@@ -591,7 +591,7 @@ type ReferenceOptions struct {
 // at EOS or MaxTokens. Scoring another model on the manifest measures how
 // well it reproduces the reference, with no API key; the reference itself
 // scores its own greedy path (LCP equals the target length unless
-// re-tokenizing the continuation text changes the tokens, spec §14.9).
+// re-tokenizing the continuation text changes the tokens, docs/formats/harness.md#upstream-quirks).
 func WriteReferenceManifest(dir string, m *engine.Model, be backends.Backend, tok *tokenizer.Tokenizer, prompts []PromptCase, opt ReferenceOptions) (string, error) {
 	maxTokens := opt.MaxTokens
 	if maxTokens <= 0 {

@@ -11,8 +11,8 @@ import (
 )
 
 // The decoders are checked against blocks assembled here field by field and
-// against per-element formulas written independently of dequant.go (gguf.md
-// §2.3–2.5, quant.md §3): each element is located directly from its index,
+// against per-element formulas written independently of dequant.go
+// (docs/formats/quant.md#block-layouts): each element is located directly from its index,
 // and the value is computed in float64. Every product in these formats is
 // exact in float32 (an f16 scale has 11 significant bits, a code at most 8),
 // and so is the float64 difference of two of them unless their exponents are
@@ -69,7 +69,7 @@ func TestDequantQ2_KElement(t *testing.T) {
 }
 
 // dqPackQ4K packs six-bit scale and min codes with the "packing view" of
-// quant.md §3.3 (the unpacking formulas are what the decoder implements).
+// docs/formats/quant.md#q4_k (the unpacking formulas are what the decoder implements).
 func dqPackQ4K(sc, m [8]uint8) [12]byte {
 	var s [12]byte
 	for j := range 4 {

@@ -6,7 +6,7 @@ import (
 )
 
 // This file holds the pure-Go reference dot products of one weight row with
-// one activation vector (quant.md §5.1, model.md §3.3–3.5). They evaluate the
+// one activation vector (docs/formats/quant.md#dot-products, docs/formats/model.md#matrix-vector-products). They evaluate the
 // float operations in exactly the order the spec writes them, block by block
 // and sequentially. Every float product that feeds an addition is wrapped in
 // an explicit conversion, which the Go spec guarantees rounds it and so
@@ -32,7 +32,7 @@ func dotF16At(b []byte) float32 {
 // DotQ8_0 returns the dot product of one Q8_0 weight row (len(x)*34 bytes)
 // with a Q8_0 activation.
 //
-// Per block it adds (f16(d_w)·d_x)·Σ w_i·x_i (quant.md §5.1, upstream
+// Per block it adds (f16(d_w)·d_x)·Σ w_i·x_i (docs/formats/quant.md#dot-products, upstream
 // dot_q8_0_row). It panics if w is shorter than len(x) blocks.
 func DotQ8_0(w []byte, x []BlockQ8_0) float32 {
 	w = w[:len(x)*dotQ8_0Bytes]

@@ -12,10 +12,10 @@ import (
 )
 
 // The dot kernels are checked three ways against this file's own decoding of
-// the weight blocks, written from the per-element formulas of gguf.md
-// §2.2–2.5 (it shares no code with the package's decoders):
+// the weight blocks, written from the per-element formulas of
+// docs/formats/quant.md#block-layouts (it shares no code with the package's decoders):
 //
-//  1. exact: the spec formula (quant.md §5.1) evaluated in float32 from the
+//  1. exact: the spec formula (docs/formats/quant.md#dot-products) evaluated in float32 from the
 //     integer codes decoded here must reproduce the kernel bit for bit, which
 //     pins the operation order and the absence of fused multiply-adds;
 //  2. rounding: the float64 dot of the dequantized weights with the
@@ -82,7 +82,7 @@ func (c *wcodes) magnitude(i int) float64 {
 // f16le decodes the little-endian f16 at b[0:2].
 func f16le(b []byte) float32 { return F16ToF32(binary.LittleEndian.Uint16(b)) }
 
-// decodeWeights decodes n elements of a row of type t per gguf.md §2.
+// decodeWeights decodes n elements of a row of type t per docs/formats/quant.md#block-layouts.
 func decodeWeights(t Type, w []byte, n int) *wcodes {
 	c := &wcodes{t: t, blockSize: t.BlockElems(), sc: make([]int, n), m: make([]int, n), q: make([]int, n)}
 	bb := t.BlockBytes()
@@ -90,12 +90,12 @@ func decodeWeights(t Type, w []byte, n int) *wcodes {
 		blk := w[b*bb : (b+1)*bb]
 		base := b * c.blockSize
 		switch t {
-		case Q8_0: // §2.2
+		case Q8_0: // docs/formats/quant.md#q8_0
 			c.d = append(c.d, f16le(blk[0:]))
 			for i := range 32 {
 				c.q[base+i] = int(int8(blk[2+i]))
 			}
-		case Q2_K: // §2.3
+		case Q2_K: // docs/formats/quant.md#q2_k
 			scales, qs := blk[0:16], blk[16:80]
 			c.d = append(c.d, f16le(blk[80:]))
 			c.dmin = append(c.dmin, f16le(blk[82:]))
@@ -107,7 +107,7 @@ func decodeWeights(t Type, w []byte, n int) *wcodes {
 				c.sc[base+e] = int(scales[k] & 15)
 				c.m[base+e] = int(scales[k] >> 4)
 			}
-		case Q4_K: // §2.4
+		case Q4_K: // docs/formats/quant.md#q4_k
 			c.d = append(c.d, f16le(blk[0:]))
 			c.dmin = append(c.dmin, f16le(blk[2:]))
 			s, qs := blk[4:16], blk[16:144]
@@ -133,7 +133,7 @@ func decodeWeights(t Type, w []byte, n int) *wcodes {
 				c.sc[base+e] = sc[j]
 				c.m[base+e] = m[j]
 			}
-		case IQ2_XXS: // §2.5
+		case IQ2_XXS: // docs/formats/quant.md#iq2_xxs
 			c.d = append(c.d, f16le(blk[0:]))
 			qs := blk[2:66]
 			for g := range 8 {
@@ -163,7 +163,7 @@ func decodeWeights(t Type, w []byte, n int) *wcodes {
 	return c
 }
 
-// specDot evaluates the quant.md §5.1 formula for c against the activation
+// specDot evaluates the docs/formats/quant.md#dot-products formula for c against the activation
 // (codes ys, per-block scales yd of blockSize elements) in float32, from
 // integer sums formed here. The min term sums m·q8 per element rather than
 // using bsums, which also checks the bsums the kernel reads.

@@ -13,7 +13,7 @@ import (
 	"github.com/ds4-go/ds4/internal/atomicfile"
 )
 
-// Imatrix is a llama.cpp legacy importance matrix (spec/harness.md §7.3).
+// Imatrix is a llama.cpp legacy importance matrix (docs/formats/harness.md#the-dat-file).
 type Imatrix struct {
 	Entries []ImatrixEntry
 	Chunks  int    // collection calls counted by the collector; 0 when the file has no trailer
@@ -35,7 +35,7 @@ const (
 )
 
 // ReadImatrix reads a legacy .dat importance matrix and validates it as
-// upstream's quantizer does (spec/harness.md §7.4): at least one entry,
+// upstream's quantizer does (docs/formats/harness.md#how-the-quantizer-uses-it): at least one entry,
 // names of 1..4096 bytes, at least one value per entry, every value finite
 // after division by the entry's ncall (when positive). The optional
 // trailer (chunks and dataset name) is read when bytes remain; a dataset
@@ -205,7 +205,7 @@ func (m *Imatrix) validate() error {
 	return nil
 }
 
-// WriteTo writes m in the legacy .dat layout of spec/harness.md §7.3,
+// WriteTo writes m in the legacy .dat layout of docs/formats/harness.md#the-dat-file,
 // trailer included; it returns the number of bytes written.
 func (m *Imatrix) WriteTo(w io.Writer) (int64, error) {
 	if err := m.validate(); err != nil {
@@ -267,8 +267,8 @@ func (m *Imatrix) WriteFile(path string) (err error) {
 	})
 }
 
-// Importance returns the column importance of a tensor (spec/harness.md
-// §7.4). names are the candidate names, GGUF name first, then the HF
+// Importance returns the column importance of a tensor
+// (docs/formats/harness.md#how-the-quantizer-uses-it). names are the candidate names, GGUF name first, then the HF
 // source name ("" entries are skipped); expert is the expert id, or −1 for
 // a non-expert tensor; nExperts is the tensor's expert count and ncols its
 // ne[0]. For an expert the names tried are every "<name>.expert.<id>",

@@ -51,7 +51,7 @@ func TestImatrixWriteLayout(t *testing.T) {
 	got := buf.Bytes()
 	require.EqualValues(t, len(got), n)
 
-	// The expected bytes, field by field, as spec/harness.md §7.3 lays them out.
+	// The expected bytes, field by field, as docs/formats/harness.md#the-dat-file lays them out.
 	want := []struct {
 		what string
 		b    []byte

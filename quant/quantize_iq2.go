@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// IQ2_XXS weight quantizer (upstream ds4q_write_iq2_xxs_block, spec §6.10).
+// IQ2_XXS weight quantizer (upstream ds4q_write_iq2_xxs_block, docs/formats/quant.md#iq2_xxs-quantizer).
 // See quantize.go for why products are wrapped in float32().
 
 // iq2MapSize covers every packed 8×2-bit level word whose fields are all ≤ 2

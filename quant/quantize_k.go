@@ -23,7 +23,7 @@ var (
 )
 
 // fitAsymmetric fits x ≈ scale·L − mn with levels L in 0..p.nmax under
-// weights w (upstream make_qkx2_quants / make_qkx3_quants, spec §6.2). It
+// weights w (upstream make_qkx2_quants / make_qkx3_quants, docs/formats/quant.md#asymmetric-scale-and-minimum-search). It
 // writes the levels to L (len(x) entries, at most 32) and returns scale and
 // the non-negative offset mn.
 func fitAsymmetric(x, w []float32, L []uint8, p *qkxParams) (scale, mn float32) {
@@ -107,7 +107,7 @@ func errMetric(v float32, mad bool) float32 {
 }
 
 // fitSymmetric fits the non-negative values x ≈ scale·L with integer codes
-// L ≤ nmax under weights qw (upstream make_qp_quants, spec §6.3), writes the
+// L ≤ nmax under weights qw (upstream make_qp_quants, docs/formats/quant.md#symmetric-scale-fit), writes the
 // codes to L and returns scale.
 //
 // Upstream keeps codes in uint8 but some intermediate sums in int, so a
@@ -196,7 +196,7 @@ func fitSymmetric(x, qw []float32, L []uint8, nmax int32) float32 {
 }
 
 // packQ4KScales packs eight 6-bit scale codes and eight 6-bit min codes into
-// the 12 scale bytes of a Q4_K block (spec §3.3). Codes above 63 (only from
+// the 12 scale bytes of a Q4_K block (docs/formats/quant.md#q4_k). Codes above 63 (only from
 // wrapped negative fits) are packed with upstream's exact bit overflow.
 func packQ4KScales(s []byte, ls, lm *[8]uint8) {
 	s = s[:12]
@@ -214,7 +214,7 @@ func packQ4KScales(s []byte, ls, lm *[8]uint8) {
 }
 
 // finishQ4K stores d and dmin and recomputes every level from the stored
-// (rounded) scales, then packs the nibbles (spec §6.6). A sub-block whose
+// (rounded) scales, then packs the nibbles (docs/formats/quant.md#q4_k-final-codes). A sub-block whose
 // effective scale is zero keeps the levels of the scale search, as upstream.
 func finishQ4K(x []float32, y []byte, hd, hmin uint16, L *[QK_K]uint8) {
 	binary.LittleEndian.PutUint16(y[0:], hd)
@@ -239,7 +239,7 @@ func finishQ4K(x []float32, y []byte, hd, hmin uint16, L *[QK_K]uint8) {
 	}
 }
 
-// quantizeQ4_KRef writes one Q4_K block without importance (spec §6.4).
+// quantizeQ4_KRef writes one Q4_K block without importance (docs/formats/quant.md#q4_k-without-importance).
 func quantizeQ4_KRef(x []float32, y []byte) {
 	x = x[:QK_K]
 	y = y[:144]
@@ -286,7 +286,7 @@ func quantizeQ4_KRef(x []float32, y []byte) {
 }
 
 // quantizeQ4_KWeighted writes one Q4_K block using the importance qw of its
-// 256 columns (spec §6.5).
+// 256 columns (docs/formats/quant.md#q4_k-with-importance).
 func quantizeQ4_KWeighted(x, qw []float32, y []byte) {
 	x = x[:QK_K]
 	qw = qw[:QK_K]
@@ -323,7 +323,7 @@ func quantizeQ4_KWeighted(x, qw []float32, y []byte) {
 
 // finishQ2K stores d and dmin after the 16 scale bytes already in y,
 // recomputes every level from the stored scales and packs the 2-bit codes
-// (spec §6.9). Groups with a zero effective scale keep their search levels.
+// (docs/formats/quant.md#q2_k-final-codes). Groups with a zero effective scale keep their search levels.
 func finishQ2K(x []float32, y []byte, hd, hmin uint16, L *[QK_K]uint8) {
 	binary.LittleEndian.PutUint16(y[80:], hd)
 	binary.LittleEndian.PutUint16(y[82:], hmin)
@@ -347,7 +347,7 @@ func finishQ2K(x []float32, y []byte, hd, hmin uint16, L *[QK_K]uint8) {
 	}
 }
 
-// quantizeQ2_KRef writes one Q2_K block without importance (spec §6.7).
+// quantizeQ2_KRef writes one Q2_K block without importance (docs/formats/quant.md#q2_k-without-importance).
 func quantizeQ2_KRef(x []float32, y []byte) {
 	x = x[:QK_K]
 	y = y[:84]
@@ -392,7 +392,7 @@ func quantizeQ2_KRef(x []float32, y []byte) {
 }
 
 // quantizeQ2_KWeighted writes one Q2_K block using the importance qw of its
-// 256 columns (spec §6.8).
+// 256 columns (docs/formats/quant.md#q2_k-with-importance).
 func quantizeQ2_KWeighted(x, qw []float32, y []byte) {
 	x = x[:QK_K]
 	qw = qw[:QK_K]

@@ -344,7 +344,7 @@ func TestTypeEmittable(t *testing.T) {
 }
 
 // TestIQ2NeighbourMap checks the neighbour map against a direct transcription
-// of spec §6.10: squared distances from the coordinates 2f+1 to all 256 grid
+// of docs/formats/quant.md#iq2_xxs-quantizer: squared distances from the coordinates 2f+1 to all 256 grid
 // points, sorted by (distance, index), cut after the second distinct
 // distance. It samples the off-grid words to stay fast.
 func TestIQ2NeighbourMap(t *testing.T) {

@@ -86,8 +86,8 @@ func decodeLogprobs(f fields, r *request) error {
 	return nil
 }
 
-// decodeChat decodes a chat completions or completions request (spec §5.1,
-// §5.2).
+// decodeChat decodes a chat completions or completions request (docs/formats/server.md#chat-completions,
+// docs/formats/server.md#completions).
 func (s *Server) decodeChat(f fields, r *request) error {
 	var err error
 	if r.maxTokens, err = decodeMaxTokens(f, s.ctx, "max_completion_tokens", "max_tokens"); err != nil {
@@ -174,7 +174,7 @@ func (s *Server) decodeChat(f fields, r *request) error {
 	return err
 }
 
-// decodeMessages decodes an Anthropic Messages request (spec §5.3, §6.2).
+// decodeMessages decodes an Anthropic Messages request (docs/formats/server.md#messages).
 func (s *Server) decodeMessages(f fields, r *request) error {
 	var err error
 	if !r.counting {
@@ -361,7 +361,7 @@ func (r *request) decodeAnthropicContent(raw json.RawMessage, k string, msg *pro
 	return ids, nil
 }
 
-// decodeResponses decodes a Responses request (spec §5.4, §6.3).
+// decodeResponses decodes a Responses request (docs/formats/server.md#responses).
 func (s *Server) decodeResponses(f fields, r *request) error {
 	var err error
 	if r.maxTokens, err = decodeMaxTokens(f, s.ctx, "max_output_tokens", "max_tokens"); err != nil {
@@ -455,7 +455,7 @@ var responsesOutputItems = map[string]bool{
 	"image_generation_call_output": true,
 }
 
-// responsesContent reads a strict Responses content array (spec §6.3):
+// responsesContent reads a strict Responses content array (docs/formats/server.md#responses):
 // strings and typed text parts only.
 func responsesContent(raw json.RawMessage) (string, error) {
 	switch firstByte(raw) {

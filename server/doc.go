@@ -1,7 +1,7 @@
 // Package server is the HTTP server that exposes the engine through the
 // OpenAI Chat Completions, Completions and Responses APIs and the Anthropic
 // Messages API, with streaming (server-sent events) and DSML tool calls,
-// following upstream ds4_server.c (spec server.md).
+// following upstream ds4_server.c (docs/formats/server.md).
 //
 // # Endpoints
 //
@@ -30,7 +30,7 @@
 // text.
 //
 // The worker reuses the live KV cache across the stateless requests of a
-// conversation (spec §13): the protocol continuations of the Responses and
+// conversation (docs/formats/server.md#live-kv-reuse): the protocol continuations of the Responses and
 // Anthropic tool-call bindings, a token prefix, the thinking binding and a
 // text prefix with suffix-only tokenization, and with Config.KVCache the
 // disk checkpoints of package kvcache. It remembers the exact DSML bytes
@@ -177,7 +177,7 @@
 //     compare against what the KV really holds;
 //   - visible-transcript bindings are keyed without their final EOS, so
 //     the EOS that closed the turn enters the KV with the next suffix
-//     (spec §13.1 "EOS gap", fixed);
+//     (docs/formats/server.md#decision-ladder "EOS gap", fixed);
 //   - the last sampled token is evaluated after the response is sent;
 //   - an incomplete Responses turn gives incomplete_details.reason
 //     "max_output_tokens", the API's value (upstream: "max_tokens");

@@ -44,7 +44,7 @@ func (g *gen) writeBody(body []byte) {
 	writeJSON(g.j.w, body)
 }
 
-// Usage objects (spec §12).
+// Usage objects (docs/formats/server.md#usage).
 
 func (g *gen) usageOpenAI() ordered {
 	p, c := g.prompt, g.completion
@@ -128,7 +128,7 @@ func (g *gen) newStreamID(i int, prefix string) string {
 	return id
 }
 
-// chatEmitter writes Chat Completions responses (spec §10.1, §11.2).
+// chatEmitter writes Chat Completions responses (docs/formats/server.md#chat-completions-output).
 type chatEmitter struct {
 	live int // tool calls streamed live
 }
@@ -226,8 +226,8 @@ func (e *chatEmitter) end(g *gen, res *result) {
 	g.j.sse.data("[DONE]")
 }
 
-// completionsEmitter writes legacy Completions responses (spec §10.2,
-// §11.3).
+// completionsEmitter writes legacy Completions responses (docs/formats/server.md#completions-output,
+// docs/formats/server.md#completions-output).
 type completionsEmitter struct{}
 
 func (e *completionsEmitter) chunk(g *gen, text string, finish any) {
@@ -269,7 +269,7 @@ func (e *completionsEmitter) end(g *gen, res *result) {
 	g.j.sse.data("[DONE]")
 }
 
-// messagesEmitter writes Anthropic Messages responses (spec §10.3, §11.4).
+// messagesEmitter writes Anthropic Messages responses (docs/formats/server.md#messages-output).
 type messagesEmitter struct {
 	index        int    // index of the next content block
 	open         string // type of the open block, "" when none
@@ -411,7 +411,7 @@ func (e *messagesEmitter) end(g *gen, res *result) {
 	e.send(g, "message_stop", nil)
 }
 
-// responsesEmitter writes Responses API responses (spec §10.4, §11.5).
+// responsesEmitter writes Responses API responses (docs/formats/server.md#responses-output).
 type responsesEmitter struct {
 	seq                 int
 	respID, rsID, msgID string

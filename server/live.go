@@ -11,7 +11,7 @@ import (
 	"github.com/ds4-go/ds4/engine/tokenizer"
 )
 
-// binding ties protocol state to a live token position (spec §15): it is
+// binding ties protocol state to a live token position (docs/formats/server.md#live-protocol-bindings): it is
 // usable only while the session is still at pos.
 type binding struct {
 	valid   bool
@@ -21,7 +21,7 @@ type binding struct {
 }
 
 // liveBindings are the live protocol bindings: Responses, Anthropic and
-// thinking (spec §15.1–15.3). The worker sets them; request decoders read
+// thinking (docs/formats/server.md#live-protocol-bindings). The worker sets them; request decoders read
 // the call ids concurrently.
 type liveBindings struct {
 	mu                  sync.Mutex
@@ -44,7 +44,7 @@ func (l *liveBindings) clear() { l.set(binding{}, binding{}, binding{}) }
 
 // validateResults checks that every tool result of a Messages or
 // Responses request answers a call that is either replayed earlier in the
-// request or still live (spec §5.3, §5.4); it flags requests that depend
+// request or still live (docs/formats/server.md#messages, docs/formats/server.md#responses); it flags requests that depend
 // on the live state. It runs in time linear in the number of calls and
 // results.
 func (s *Server) validateResults(r *request, format string) error {
@@ -92,7 +92,7 @@ func (s *Server) validateResults(r *request, format string) error {
 }
 
 // prepareLiveTail finds the part of a Messages or Responses request that
-// continues a live tool-call turn (spec §15.1, §15.2) and renders it.
+// continues a live tool-call turn (docs/formats/server.md#responses-binding, docs/formats/server.md#messages-binding) and renders it.
 func (r *request) prepareLiveTail(opt prompt.Options) error {
 	n := len(r.msgs)
 	isResult := func(i int) bool {
@@ -232,7 +232,7 @@ func (s *Server) render(r *request) error {
 }
 
 // toolContext reports whether the rendered history has tool context
-// (spec §7.1).
+// (docs/formats/server.md#prompt-rendering).
 func (r *request) toolContext() bool {
 	if r.hasTools && schemasPresent(r.tools) {
 		return true
@@ -254,8 +254,8 @@ type plan struct {
 	source string
 }
 
-// protocol reports whether the plan continues a protocol binding (spec
-// §13.1 steps 1–3 and 5), which the disk cache manager does not know.
+// protocol reports whether the plan continues a protocol binding
+// (docs/formats/server.md#decision-ladder steps 1–3 and 5), which the disk cache manager does not know.
 func (p plan) protocol() bool {
 	switch p.source {
 	case "responses-visible", "responses-tool-output", "anthropic-tool-output", "thinking-visible":
@@ -264,7 +264,7 @@ func (p plan) protocol() bool {
 	return false
 }
 
-// plan runs the decision ladder of spec §13.1 (without the disk cache):
+// plan runs the decision ladder of docs/formats/server.md#decision-ladder (without the disk cache):
 // protocol continuations, token prefix, thinking binding, text prefix,
 // cold.
 func (s *Server) plan(r *request) (plan, error) {
@@ -337,7 +337,7 @@ func commonPrefix(a, b []int) int {
 }
 
 // restoreToolIDs loads into the tool memory the ids of msgs' tool calls
-// that it lacks but a disk checkpoint saved (spec §14).
+// that it lacks but a disk checkpoint saved (docs/formats/server.md#tool-call-replay-memory).
 func (s *Server) restoreToolIDs(msgs []prompt.Message) {
 	if s.cfg.KVStore == nil {
 		return

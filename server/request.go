@@ -20,7 +20,7 @@ const (
 	ModelFlash = "deepseek-v4-flash"
 	ModelPro   = "deepseek-v4-pro"
 	// Aliases of DeepSeek's own API: the first disables thinking, the
-	// second enables it, unless the request says otherwise (spec §4.2).
+	// second enables it, unless the request says otherwise (docs/formats/server.md#thinking-controls).
 	modelChat     = "deepseek-chat"
 	modelReasoner = "deepseek-reasoner"
 )
@@ -70,7 +70,7 @@ type request struct {
 	logprobs    bool
 	topLogprobs int
 
-	// Live protocol continuation (spec §15): the index of the live tail in
+	// Live protocol continuation (docs/formats/server.md#live-protocol-bindings): the index of the live tail in
 	// msgs (-1 when none) and the call ids it answers.
 	liveTail       int
 	liveIDs        []string
@@ -96,7 +96,7 @@ type toolName struct {
 	toolSearch      bool
 }
 
-// thinkControls accumulates the thinking controls of a request (spec §4.2).
+// thinkControls accumulates the thinking controls of a request (docs/formats/server.md#thinking-controls).
 type thinkControls struct {
 	enabled  bool
 	explicit bool
@@ -339,7 +339,7 @@ func decodeStops(f fields, k string) ([]string, error) {
 	return stops, nil
 }
 
-// decodeTools reads a tools array (spec §7.4) into schema lines; names
+// decodeTools reads a tools array (docs/formats/server.md#tool-schemas) into schema lines; names
 // receives the wire identities of Responses namespace and tool_search
 // tools.
 func decodeTools(elems []json.RawMessage, names map[string]toolName) []prompt.Tool {

@@ -131,7 +131,7 @@ type Config struct {
 	ToolMemoryIDs int
 	// KVCache, when set, brings the session to each prompt through the
 	// disk KV cache (a *kvcache.Manager of Session); the server still runs
-	// the protocol continuations of spec §13.1 steps 1–3 and 5 itself.
+	// the protocol continuations of docs/formats/server.md#decision-ladder steps 1–3 and 5 itself.
 	KVCache KVCache
 	// KVStore, when set, supplies the tool-call ids saved with disk
 	// checkpoints, for exact replay after a restart (a *kvcache.Cache).

@@ -58,7 +58,7 @@ func (s *sseWriter) comment(text string) error {
 	return s.write(s.buf)
 }
 
-// streamError reports an error after the headers went out (spec §11.7).
+// streamError reports an error after the headers went out (docs/formats/server.md#errors-after-the-headers).
 func (s *sseWriter) streamError(a api, msg string) error {
 	if a == apiMessages {
 		return s.event("error", ordered{{"type", "error"}, {"error", ordered{{"type", "api_error"}, {"message", msg}}}})

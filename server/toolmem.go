@@ -8,7 +8,7 @@ import (
 	"sync"
 )
 
-// Bounds of the tool-call replay memory (spec server.md §14).
+// Bounds of the tool-call replay memory (docs/formats/server.md#tool-call-replay-memory).
 const (
 	DefaultToolMemoryIDs   = 100000
 	DefaultToolMemoryBytes = 512 << 20
@@ -17,7 +17,7 @@ const (
 
 // toolMemory maps generated tool-call ids to the exact DSML block that was
 // sampled for their turn, so that the next request renders the history
-// byte for byte (spec server.md §14). It is a bounded LRU over ids; blocks
+// byte for byte (docs/formats/server.md#tool-call-replay-memory). It is a bounded LRU over ids; blocks
 // are shared by the ids of one turn and counted once. It is safe for
 // concurrent use.
 type toolMemory struct {

@@ -7,7 +7,7 @@ import (
 )
 
 // traceRequest writes a human-readable record of one request to the trace
-// file (spec §19): what was asked, how the cache was used, the prompt, the
+// file (docs/formats/server.md#trace-file): what was asked, how the cache was used, the prompt, the
 // generation and how it was parsed.
 func (s *Server) traceRequest(g *gen, res *result) {
 	if s.cfg.Trace == nil {

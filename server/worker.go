@@ -391,10 +391,10 @@ func (g *gen) sync(p plan) (plan, error) {
 }
 
 // thinkingParams are the sampling settings of thinking modes, which ignore
-// the client's (spec §4.3).
+// the client's (docs/formats/server.md#sampling).
 var thinkingParams = sample.Params{Temperature: 1, TopK: 0, TopP: 1, MinP: 0.05}
 
-// generate runs the decode loop (spec §8.2).
+// generate runs the decode loop (docs/formats/server.md#decode-loop).
 func (g *gen) generate() {
 	s, r := g.s, g.r
 	limit := g.tokenLimit()
@@ -527,7 +527,7 @@ func (g *gen) recordLogprobs(logits []float32, tok int) {
 }
 
 // checkStops looks for a stop sequence that ends in the bytes appended
-// after prev; on a hit it truncates the text there (spec §4.6).
+// after prev; on a hit it truncates the text there (docs/formats/server.md#stop-sequences).
 func (g *gen) checkStops(prev int) bool {
 	if g.maxStop == 0 {
 		return false
@@ -604,7 +604,7 @@ type result struct {
 }
 
 // result parses the generation, settles the finish reason and assigns and
-// remembers tool-call ids (spec §9).
+// remembers tool-call ids (docs/formats/server.md#parsing-the-generation).
 func (g *gen) result() *result {
 	s, r := g.s, g.r
 	text := string(g.raw)
@@ -656,7 +656,7 @@ func (g *gen) result() *result {
 }
 
 // setBindings records the live protocol bindings of the finished turn
-// (spec §15). A stop-sequence hit leaves the live KV holding more than the
+// (docs/formats/server.md#live-protocol-bindings). A stop-sequence hit leaves the live KV holding more than the
 // reply, so it binds nothing.
 func (g *gen) setBindings(res *result) {
 	r := g.r

@@ -1,5 +1,5 @@
 // Package steering builds, reads and writes directional activation
-// steering vectors (spec/harness.md §11).
+// steering vectors (docs/steering.md).
 //
 // A direction holds one unit vector per layer; the engine applies it as
 // y := y − s·v·dot(v, y) to a sublayer output y (see engine.Steering).
@@ -124,7 +124,7 @@ type BuildOptions struct {
 }
 
 // Build aggregates per-pair activations, indexed [pair][layer][embd], into
-// a direction (spec/harness.md §11.2); the lists are truncated to the
+// a direction (docs/steering.md#building-a-direction); the lists are truncated to the
 // shorter one.
 func Build(good, bad [][][]float32, opt BuildOptions) (*Direction, error) {
 	n := min(len(good), len(bad))
@@ -222,10 +222,10 @@ func ReadPrompts(path string) ([]string, error) {
 	return out, nil
 }
 
-// MaxScale bounds the runtime steering scales (spec/harness.md §11.3).
+// MaxScale bounds the runtime steering scales (docs/steering.md#applying-a-direction).
 const MaxScale = 100
 
-// Scales applies the flag rules of spec/harness.md §11.3: the FFN scale
+// Scales applies the flag rules of docs/steering.md#applying-a-direction: the FFN scale
 // defaults to 1 when a file is given and neither scale was set, both
 // scales must lie in [−MaxScale, MaxScale], and a non-zero scale needs a
 // file. Steering is off when both returned scales are 0.

@@ -10,7 +10,7 @@ import (
 )
 
 // Dump is a saved run of one case in the layout of upstream's
-// --dump-logprobs file (spec harness.md §4.7): the greedy steps with their
+// --dump-logprobs file (docs/formats/harness.md#logprob-dump): the greedy steps with their
 // top alternatives. IDs are -1 when the source was an HTTP endpoint.
 type Dump struct {
 	Source       string     `json:"source"`

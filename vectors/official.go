@@ -60,7 +60,7 @@ func (e *VecError) Error() string {
 	return fmt.Sprintf("vectors: official.vec:%d: %s", e.Line, e.Msg)
 }
 
-// ParseVec reads an official.vec fixture (spec harness.md §4.4): lines are
+// ParseVec reads an official.vec fixture (docs/formats/harness.md#the-vec-grammar): lines are
 // trimmed, blank and # lines ignored, every case is a case line, step and
 // top lines in any order, and an end line.
 func ParseVec(r io.Reader) ([]VecCase, error) {

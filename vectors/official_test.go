@@ -77,7 +77,7 @@ func TestRegenerateOfficialVec(t *testing.T) {
 
 // TestOfficialPromptTokens checks the model-free part of the vectors: the
 // chat encoding has the API's prompt_tokens and every expected token is
-// one vocabulary entry (spec §4.3).
+// one vocabulary entry (docs/formats/harness.md#official-json).
 func TestOfficialPromptTokens(t *testing.T) {
 	tok, err := tokenizer.Default()
 	require.NoError(t, err)
@@ -93,8 +93,8 @@ func TestOfficialPromptTokens(t *testing.T) {
 	}
 }
 
-// officialIDs are the vocabulary ids of the official greedy tokens (spec
-// §4.3).
+// officialIDs are the vocabulary ids of the official greedy tokens
+// (docs/formats/harness.md#official-json).
 var officialIDs = map[string][]int{
 	"short_italian_fact":    {108149, 47121, 317, 805},
 	"short_code_completion": {9854, 69, 201, 3916},

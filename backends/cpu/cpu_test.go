@@ -45,7 +45,7 @@ func testMatrix(t testing.TB, typ quant.Type, cols, rows, experts int, seed uint
 }
 
 // refDot is the reference row dot of package quant for w's type, with the
-// activation quantized as the spec prescribes (§3.3–3.5); BF16 is a
+// activation quantized as the spec prescribes (docs/formats/model.md#matrix-vector-products); BF16 is a
 // sequential float32 sum written out here.
 func refDot(typ quant.Type, row []byte, x []float32) float32 {
 	switch typ {

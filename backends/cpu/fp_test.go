@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// --- E4M3FN (spec §3.6) ---
+// --- E4M3FN (docs/formats/model.md#fp8-e4m3fn-rounding) ---
 
 // e4m3Table decodes the 127 finite non-negative E4M3FN codes from their bit
 // fields (sign 0, exponent bias 7, 3 mantissa bits; 0x7F is NaN).
@@ -158,7 +158,7 @@ func TestFP8SimScale(t *testing.T) {
 		{"tie_even", 448, 17, 16, 448},
 		// 19 is a tie between 18 (code 89) and 20 (code 90) → 20.
 		{"tie_even_up", 448, 19, 20, 448},
-		// Float32 log2 (spec §3.6 note): amax one ulp above 448·2^-20 makes
+		// Float32 log2 (docs/formats/model.md#fp8-e4m3fn-rounding note): amax one ulp above 448·2^-20 makes
 		// amax/448 = 2^-20·(1+2^-23), whose log2 rounds to −20 in float32,
 		// so the scale is 2^-20 (not 2^-19): amax clamps to 448·2^-20, and
 		// 1.25·2^-29 becomes 1.25 subnormal steps → 1 step = 2^-29 (with
@@ -244,7 +244,7 @@ func TestFP8SimAmaxFloor(t *testing.T) {
 	require.Equal(t, float32(4*0x1p-22), x[0]) // 1e-6·2^22 = 4.19 → 4
 }
 
-// --- E2M1 (spec §3.7) ---
+// --- E2M1 (docs/formats/model.md#fp4-e2m1-rounding-and-the-hadamard-transform) ---
 
 var e2m1Tab = []float64{0, 0.5, 1, 1.5, 2, 3, 4, 6}
 

@@ -3,7 +3,7 @@ package cpu
 import "math"
 
 // Float32 versions of libm functions: computed in float64 and rounded once,
-// which matches a correctly rounded float32 libm (spec/model.md §3.2).
+// which matches a correctly rounded float32 libm (docs/formats/model.md#scalar-functions).
 
 func expf(x float32) float32   { return float32(math.Exp(float64(x))) }
 func logf(x float32) float32   { return float32(math.Log(float64(x))) }

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// --- RMSNorm (spec §3.1) ---
+// --- RMSNorm (docs/formats/model.md#rmsnorm) ---
 
 // rmsNormSpecF32 is the spec's recipe written out with its rounding points:
 // f64 sum of squares, f32(ss/n), float32 add/sqrt/div, y = (x*s)*w.
@@ -102,7 +102,7 @@ func TestRMSNormZeroVector(t *testing.T) {
 	require.Equal(t, make([]float32, 16), dst)
 }
 
-// --- scalar functions (spec §3.2) ---
+// --- scalar functions (docs/formats/model.md#scalar-functions) ---
 
 func sigmoid64(z float64) float64 { return 1 / (1 + math.Exp(-z)) }
 
@@ -158,7 +158,7 @@ func TestSoftplus(t *testing.T) {
 		got := Softplus(x)
 		require.InDelta(t, want, float64(got), scalarTol(want, 3), "x=%v", x)
 	}
-	// Cutoffs at ±20 (spec §1b): x > 20 returns x itself, x < −20 returns
+	// Cutoffs at ±20 (docs/formats/model.md#numeric-constants): x > 20 returns x itself, x < −20 returns
 	// expf(x) (no log1p); 20 and −20 themselves take the log1p path.
 	for _, x := range []float32{20.0001, 21, 50, 100, 1e10, 3e38} {
 		require.Equal(t, x, Softplus(x), "x=%v", x)
@@ -170,7 +170,7 @@ func TestSoftplus(t *testing.T) {
 	require.Equal(t, float32(math.Log1p(float64(float32(math.Exp(-20))))), Softplus(-20))
 }
 
-// --- Hadamard (spec §3.7) ---
+// --- Hadamard (docs/formats/model.md#fp4-e2m1-rounding-and-the-hadamard-transform) ---
 
 // sylvester returns the normalized Sylvester Hadamard matrix of order n:
 // H[i][j] = (−1)^popcount(i&j) / sqrt(n).
@@ -234,14 +234,14 @@ func TestHadamardBasisVectors(t *testing.T) {
 			require.Equal(t, float32(h[i][j]), x[i], "i=%d j=%d", i, j)
 		}
 	}
-	// The normalization constant of spec §1b for n = 128.
+	// The normalization constant of docs/formats/model.md#numeric-constants for n = 128.
 	x := make([]float32, n)
 	x[0] = 1
 	Hadamard(x)
 	require.Equal(t, uint32(0x3DB504F3), math.Float32bits(x[0]))
 }
 
-// --- Sinkhorn (spec §5.1) ---
+// --- Sinkhorn (docs/formats/model.md#hc-pre) ---
 
 // sinkhorn64 is the spec's SINKHORN in float64: c[a + n·b], softmax over a
 // per column b plus eps, one row normalization, then iters−1 rounds of
@@ -356,7 +356,7 @@ func TestSinkhornConverges(t *testing.T) {
 	}
 }
 
-// sinkhornSpecF32 is §5.1 transcribed with its float32 rounding points:
+// sinkhornSpecF32 is docs/formats/model.md#hc-pre transcribed with its float32 rounding points:
 // expf rounded from float64, sums in ascending index, one reciprocal per
 // row/column, products rounded before the +eps.
 func sinkhornSpecF32(z []float32, n, iters int, eps float32) []float32 {
@@ -451,7 +451,7 @@ func TestSinkhornOneIteration(t *testing.T) {
 	}
 }
 
-// --- HCPost (spec §5.2) ---
+// --- HCPost (docs/formats/model.md#hc-post) ---
 
 func TestHCPost(t *testing.T) {
 	r := newRand(5)

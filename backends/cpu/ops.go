@@ -33,7 +33,7 @@ func (b *Backend) QAT(x []float32) { QAT(x) }
 // RoundF16 implements backends.Backend.
 func (b *Backend) RoundF16(x []float32) { RoundF16(x) }
 
-// HCPre implements backends.Backend (spec §5.1).
+// HCPre implements backends.Backend (docs/formats/model.md#hc-pre).
 func (b *Backend) HCPre(in, post, comb, x, mix []float32, hc backends.HC) {
 	n := hc.N
 	var preBuf [16]float32
@@ -52,7 +52,7 @@ func (b *Backend) HCPre(in, post, comb, x, mix []float32, hc backends.HC) {
 // HCPost implements backends.Backend.
 func (b *Backend) HCPost(dst, x, y, post, comb []float32, n int) { HCPost(dst, x, y, post, comb, n) }
 
-// HCHead implements backends.Backend (spec §10).
+// HCHead implements backends.Backend (docs/formats/model.md#output-head).
 func (b *Backend) HCHead(out, x, mix, scale, base []float32, eps float32) {
 	var wBuf [16]float32
 	w := wBuf[:len(base)]
@@ -72,7 +72,7 @@ func weightedSum(dst, x, w []float32) {
 	}
 }
 
-// Attend implements backends.Backend (spec §6.1): per head, scores in row
+// Attend implements backends.Backend (docs/formats/model.md#attend): per head, scores in row
 // order, the maximum taken from the sink up, the weights summed in row
 // order after the sink's, and the weighted rows accumulated in row order,
 // scaled by the reciprocal of the sum. The heads go in groups of
@@ -168,7 +168,7 @@ func (b *Backend) attendHeads(out, q []float32, rows [][]float32, sinks []float3
 // negInf is the reference's "minus infinity" for empty compressor slots.
 const negInf = -1.0e30
 
-// CompressPool implements backends.Backend (spec §7).
+// CompressPool implements backends.Backend (docs/formats/model.md#compressor).
 func (b *Backend) CompressPool(out, kv, score []float32, ratio, w int) {
 	d := len(out)
 	for j := range d {
@@ -206,7 +206,7 @@ func (b *Backend) CompressPool(out, kv, score []float32, ratio, w int) {
 	}
 }
 
-// IndexerScores implements backends.Backend (spec §8).
+// IndexerScores implements backends.Backend (docs/formats/model.md#indexer).
 func (b *Backend) IndexerScores(scores, rows, q, weights []float32, dim int) {
 	for c := range scores {
 		row := rows[c*dim : (c+1)*dim]

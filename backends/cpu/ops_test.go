@@ -12,8 +12,8 @@ import (
 	"github.com/ds4-go/ds4/quant"
 )
 
-// Tests of the Backend methods in ops.go against the spec (spec/model.md
-// §5, §6.1, §7, §8, §9.1, §10): float64 evaluations, plus the spec's float32
+// Tests of the Backend methods in ops.go against the spec
+// (docs/formats/model.md#hyper-connections, docs/formats/model.md#attend, docs/formats/model.md#compressor, docs/formats/model.md#indexer, docs/formats/model.md#router, docs/formats/model.md#output-head): float64 evaluations, plus the spec's float32
 // recipe written out where the spec fixes the rounding order.
 
 func TestBackendWrappers(t *testing.T) {
@@ -65,7 +65,7 @@ func TestHCPre(t *testing.T) {
 		in, post, comb := make([]float32, d), make([]float32, n), make([]float32, n*n)
 		be.HCPre(in, post, comb, x, mix, hc)
 
-		// float64 evaluation of §5.1.
+		// float64 evaluation of docs/formats/model.md#hc-pre.
 		pre := make([]float64, n)
 		for i := range n {
 			pre[i] = sigmoid64(float64(mix[i])*float64(hc.Scale[0])+float64(hc.Base[i])) + 1e-6
@@ -206,7 +206,7 @@ func TestAttend(t *testing.T) {
 					require.InDelta(t, want, float64(out1[h*c.d+k]), 1e-5*mag+1e-6, "%s head %d k %d", vec1.Kernels().Name, h, k)
 				}
 			}
-			// The spec's float32 order (§6.1) exactly.
+			// The spec's float32 order (docs/formats/model.md#attend) exactly.
 			want := make([]float32, c.heads*c.d)
 			sj := make([]float32, c.rows)
 			for h := range c.heads {
@@ -257,7 +257,7 @@ func TestAttendNoRowsAndDominantSink(t *testing.T) {
 	require.Equal(t, []float32{3, -4}, out)
 }
 
-// poolRef is §7's pooling in float64 for one dimension j: candidates (s, v).
+// poolRef is docs/formats/model.md#compressor's pooling in float64 for one dimension j: candidates (s, v).
 func poolRef(s, v []float64) float64 {
 	m := -1.0e30
 	for _, x := range s {

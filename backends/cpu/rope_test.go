@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Spec §1b / §3.8 constants, written out here so the tests do not depend on
+// docs/formats/model.md#numeric-constants / docs/formats/model.md#rope constants, written out here so the tests do not depend on
 // NewRoPE to produce them.
 const (
 	thetaStep10000  = 0x3F3FF911 // powf(10000, -2/64) = 0.749894202
@@ -39,7 +39,7 @@ func TestNewRoPEConstants(t *testing.T) {
 	require.Equal(t, float32(yarnLo), y.Lo)
 	require.Equal(t, float32(yarnHi), y.Hi)
 
-	// The raw corr dims of §1b (15.4533, 24.7084), in float64, floor/ceil to
+	// The raw corr dims of docs/formats/model.md#numeric-constants (15.4533, 24.7084), in float64, floor/ceil to
 	// the same pair.
 	cd := func(beta float64) float64 {
 		return 64 * math.Log(65536/(beta*2*math.Pi)) / (2 * math.Log(160000))
@@ -48,7 +48,7 @@ func TestNewRoPEConstants(t *testing.T) {
 	require.InDelta(t, 24.7084, cd(1), 1e-4)
 
 	// The spec's YaRN magnitude factor af·(1+0.1·logf(1/fs)) is exactly 1
-	// in float32, which is why Apply may leave it out (§3.8).
+	// in float32, which is why Apply may leave it out (docs/formats/model.md#rope).
 	l16 := float32(math.Log(16))
 	one := 1 + float32(0.1)*l16
 	af := 1 / one
@@ -99,7 +99,7 @@ func TestNewRoPEConstants(t *testing.T) {
 	require.Equal(t, float32(15), r.Hi)
 }
 
-// ropeAnglesSpec returns the 32 angles of §3.8 with the spec's float32
+// ropeAnglesSpec returns the 32 angles of docs/formats/model.md#rope with the spec's float32
 // rounding points: te = f32(pos), te *= ts iteratively, ti = fs·te, and with
 // YaRN theta = f32(ti·(1−ramp)) + f32(te·ramp), ramp from lo = 15, hi = 25.
 func ropeAnglesSpec(pos int, yarn bool) []float32 {

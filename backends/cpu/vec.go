@@ -6,7 +6,7 @@ import (
 )
 
 // vecOps are the float32 loops of attention. The generic ones are Dot and
-// Axpy, the sequential float32 order of spec §6.1; the SIMD ones sum in
+// Axpy, the sequential float32 order of docs/formats/model.md#attend; the SIMD ones sum in
 // fixed vector lanes, so they are as deterministic, and round differently
 // only in the last bits.
 type vecOps struct {

@@ -1,6 +1,6 @@
 // Command ds4-eval is a capability regression run: it asks the model every
 // question of a JSONL question file, lets it think within a token budget,
-// extracts and grades the final answer, and reports (spec harness.md §12).
+// extracts and grades the final answer, and reports (docs/formats/harness.md#eval).
 //
 //	ds4-eval -f QUESTIONS.jsonl [-m MODEL] [-n TOKENS] [--questions N] [--trace FILE] [--parquet DIR]
 //

@@ -1,5 +1,5 @@
 // Command ds4-steer builds directional steering vectors and sweeps their
-// effect (spec/harness.md §11).
+// effect (docs/steering.md).
 //
 //	ds4-steer build --good FILE --bad FILE [--out PATH] [flags]
 //	ds4-steer sweep --direction FILE --prompts FILE [--scales LIST] [flags]

@@ -19,7 +19,7 @@ const maxDumpTopK = 128
 // dumpLogprobs continues the prefilled session greedily and writes, for
 // each step, the selected token and the top-k alternatives with their
 // logits and log-probabilities, in upstream's --dump-logprobs layout
-// (spec/cli.md §1.5); the EOS step is recorded and ends the dump.
+// (docs/cli.md#logprob-dump); the EOS step is recorded and ends the dump.
 func dumpLogprobs(path string, s *engine.Session, tok *tokenizer.Tokenizer, promptTokens, maxTokens, k int) error {
 	if k <= 0 {
 		k = 20

@@ -14,7 +14,7 @@ import (
 	"github.com/ds4-go/ds4/internal/cli"
 )
 
-// imatrixFlags are the flags of imatrix collection (spec/harness.md §7.2).
+// imatrixFlags are the flags of imatrix collection (docs/formats/harness.md#collection).
 type imatrixFlags struct {
 	dataset, out          string
 	maxPrompts, maxTokens int

@@ -35,7 +35,7 @@ func validatePerplexity(fs *pflag.FlagSet, g *genFlags, path string) error {
 	return cli.InputFile("perplexity-file", path)
 }
 
-// runPerplexity is upstream's --perplexity-file (spec cli.md §1.6): the
+// runPerplexity is upstream's --perplexity-file (docs/cli.md#perplexity): the
 // file is tokenized as plain text, its first 32 tokens are prefilled and
 // the following ones, at most -n and ctx − 32 of them, are scored
 // teacher-forced; one line of totals goes to stdout.

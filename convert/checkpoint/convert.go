@@ -85,7 +85,7 @@ type Options struct {
 	// Overrides are checked in order before the mode's choice; the first
 	// whose Prefix starts a tensor's name sets its type.
 	Overrides []Override
-	// Imatrix, if set, gives column importances (spec/harness.md §7.4):
+	// Imatrix, if set, gives column importances (docs/formats/harness.md#how-the-quantizer-uses-it):
 	// every tensor quantized to Q2_K, Q4_K or IQ2_XXS that has an entry
 	// is quantized with it, routed experts with their own slice.
 	Imatrix       *quant.Imatrix
@@ -292,7 +292,7 @@ func usesImportance(t quant.Type) bool {
 }
 
 // tensorType returns the type opt gives tensor t with sources src,
-// before any block-size fallback (spec/harness.md §8.2, adapted): an
+// before any block-size fallback (docs/formats/harness.md#type-per-tensor, adapted): an
 // override first, then the class's fixed type, then the mode's choice.
 func tensorType(opt Options, t layout.Tensor, src []rowSource) (quant.Type, error) {
 	for _, o := range opt.Overrides {
@@ -469,7 +469,7 @@ func classEncoding(t layout.Tensor, w rowSource) error {
 	return nil
 }
 
-// imatrixKV returns the imatrix provenance keys of spec/harness.md §8.7.
+// imatrixKV returns the imatrix provenance keys of docs/formats/harness.md#output-metadata.
 func imatrixKV(opt Options) []gguf.KV {
 	if opt.Imatrix == nil {
 		return nil

@@ -20,7 +20,7 @@ import (
 )
 
 // TestTensorType checks the type each recipe gives each tensor class
-// against the mix of spec/harness.md §8.5, written out here by hand for
+// against the mix of docs/formats/harness.md#recipes, written out here by hand for
 // Flash's tensors, then the block-size fallbacks and the overrides.
 func TestTensorType(t *testing.T) {
 	byName := map[string]layout.Tensor{}

@@ -98,7 +98,7 @@ func Verify(path string) error {
 }
 
 // WritePlan writes every planned tensor of r with its size, then the plan
-// summary of spec/harness.md §8.8: a type_change line per tensor whose
+// summary of docs/formats/harness.md#plan-output: a type_change line per tensor whose
 // type differs from its base (the input GGUF's type, or the published
 // mix's for a checkpoint) and the sizes.
 func (r *Report) WritePlan(w io.Writer) {

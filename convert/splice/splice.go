@@ -1,6 +1,6 @@
 // Package splice builds a DS4 GGUF whose routed experts in chosen layers
 // come from a donor file and everything else from a base file, copying
-// tensor bytes without requantizing (spec/harness.md §9): for example a
+// tensor bytes without requantizing (docs/formats/harness.md#splicing-layers): for example a
 // q2 model with q4 experts in its last layers.
 package splice
 

@@ -23,7 +23,7 @@ func param(name string, isString bool, body string) string {
 }
 
 func TestRenderSpecExample(t *testing.T) {
-	// prompt.md §5.2.
+	// docs/formats/prompt.md#rendering-a-tool-call-turn.
 	calls := []Call{{Name: "bash", Arguments: `{"command": "echo a && b > c", "timeout": 10, "opts": {"x": [1, 2]}, "note": "has </｜DSML｜parameter> inside"}`}}
 	want := "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"bash\">\n<｜DSML｜parameter name=\"command\" string=\"true\">echo a && b > c</｜DSML｜parameter>\n<｜DSML｜parameter name=\"timeout\" string=\"false\">10</｜DSML｜parameter>\n<｜DSML｜parameter name=\"opts\" string=\"false\">{\"x\":[1,2]}</｜DSML｜parameter>\n<｜DSML｜parameter name=\"note\" string=\"true\">has &lt;/｜DSML｜parameter> inside</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"
 	if got := Render(calls); got != want {
@@ -121,7 +121,7 @@ func TestEscapes(t *testing.T) {
 }
 
 func TestMinifyRaw(t *testing.T) {
-	// prompt.md §5.4 examples and strtod corner cases.
+	// docs/formats/prompt.md#parsing-generated-text examples and strtod corner cases.
 	tests := []struct{ in, want string }{
 		{"10 extra", "10"},
 		{"abc def", "abc def"},

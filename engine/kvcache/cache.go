@@ -431,7 +431,7 @@ type Stored struct {
 	Skipped string // why nothing was stored, "" otherwise
 }
 
-// Store saves the session's whole state as a checkpoint (kvcache.md §5).
+// Store saves the session's whole state as a checkpoint (docs/formats/kvcache.md#storing-a-checkpoint).
 // With the ds4-go format, when an indexed file holds a token prefix of
 // the session, the new file is a delta on it. Skips are not errors: they
 // are reported in Stored.Skipped.
@@ -827,7 +827,7 @@ func (c *Cache) writeStats(e *Entry) {
 	f.WriteAt(e.Header.encode()[:upstreamHeaderSize], 0)
 }
 
-// evict removes files until the cache fits its budget (kvcache.md §8).
+// evict removes files until the cache fits its budget (docs/formats/kvcache.md#eviction).
 // A ds4-go delta is scored by its tokens per byte of its whole chain, a
 // file's score is the best of its own and its descendants', and removing
 // a file removes its descendants. protect (with its ancestors) survives

@@ -1,6 +1,6 @@
 // Package kvcache keeps DS4 session checkpoints on disk and reuses them:
-// the disk KV cache of spec kvcache.md, with a Manager that brings one
-// live session to each request's prompt (server.md §13).
+// the disk KV cache of docs/formats/kvcache.md, with a Manager that brings one
+// live session to each request's prompt (docs/formats/server.md#live-kv-reuse).
 //
 // # Pieces
 //
@@ -20,7 +20,7 @@
 //
 // Two formats are read and written; Options.Format selects the one
 // written. VersionUpstream is upstream ds4's KVC version 1, byte for byte
-// (kvcache.md §3): a 48-byte header, the u32 key length, the key text, an
+// (docs/formats/kvcache.md#file-format): a 48-byte header, the u32 key length, the key text, an
 // engine.PayloadV1 payload and an optional tool-id map section.
 //
 // VersionGo (0x81, the default) is the ds4-go format. Upstream readers

@@ -180,7 +180,7 @@ func exists(path string) bool {
 	return err == nil
 }
 
-// TestEviction mirrors the upstream eviction tests (kvcache.md §8) and
+// TestEviction mirrors the upstream eviction tests (docs/formats/kvcache.md#eviction) and
 // checks how chains of deltas are scored and removed.
 func TestEviction(t *testing.T) {
 	now := time.Unix(1_000_000, 0)

@@ -27,7 +27,7 @@ const (
 	goHeaderSize       = 128
 )
 
-// Reason is why a checkpoint was saved (kvcache.md §3.1).
+// Reason is why a checkpoint was saved (docs/formats/kvcache.md#header).
 type Reason uint8
 
 // Save reasons.
@@ -58,7 +58,7 @@ const (
 	ExtThinkingVisible  = 1 << 2 // the key is a thinking visible transcript
 )
 
-// KeyKind says what a file's key text is (kvcache.md §4).
+// KeyKind says what a file's key text is (docs/formats/kvcache.md#key-kinds).
 type KeyKind uint8
 
 // Key kinds; the values are the extension bits that mark them.

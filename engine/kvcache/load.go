@@ -53,7 +53,7 @@ const maxLoadAttempts = 4
 
 // Candidates returns the indexed files whose key text is a byte prefix of
 // text and that a session of context ctx may load, best first: longest
-// key, then most tokens (kvcache.md §7.1). Only files that could match
+// key, then most tokens (docs/formats/kvcache.md#candidate-selection). Only files that could match
 // are hashed.
 func (c *Cache) Candidates(text []byte, ctx int) []*Entry {
 	c.mu.Lock()
@@ -95,7 +95,7 @@ func (c *Cache) candidates(text []byte, ctx int) []*Entry {
 }
 
 // Load restores into s the best checkpoint whose key text is a prefix of
-// text (kvcache.md §7). A candidate that fails is reported, taken out of
+// text (docs/formats/kvcache.md#lookup-and-load). A candidate that fails is reported, taken out of
 // the index (and deleted when damaged), and the next one is tried. After
 // a failure the session may have been reset; it is never left holding a
 // partial state. The effective prompt is the loaded tokens followed by
@@ -269,7 +269,7 @@ func (c *Cache) unindexLocked(e *Entry) {
 }
 
 // ToolEntries returns the tool-map entries, of every indexed file with a
-// tool map, whose id wanted accepts (kvcache.md §9.2, served from the
+// tool map, whose id wanted accepts (docs/formats/kvcache.md#tool-map-prefetch, served from the
 // index instead of a directory scan).
 func (c *Cache) ToolEntries(wanted func(id string) bool) []ToolEntry {
 	c.mu.Lock()

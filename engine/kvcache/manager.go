@@ -42,7 +42,7 @@ type ManagerOptions struct {
 }
 
 // Source says where a synced prompt's reused tokens came from (the
-// server's cache source labels, server.md §13.1).
+// server's cache source labels, docs/formats/server.md#decision-ladder).
 type Source string
 
 // Sources of reused state.
@@ -53,7 +53,7 @@ const (
 	SourceCold        Source = "cold"         // nothing reused
 )
 
-// Live-miss reasons (server.md §19).
+// Live-miss reasons (docs/formats/server.md#trace-file).
 const (
 	MissNoLive        = "no-live-checkpoint"
 	MissTokenMismatch = "token-mismatch"
@@ -111,7 +111,7 @@ type Stats struct {
 // to each request's prompt reusing as much state as it can: the live
 // session when it is a token or text prefix of the request, else the
 // best disk checkpoint, else a cold prefill; it saves checkpoints at the
-// four save moments of kvcache.md §6. Sync, Decode, Close and Invalidate
+// four save moments of docs/formats/kvcache.md#save-moments. Sync, Decode, Close and Invalidate
 // must not run concurrently; Stats may.
 type Manager struct {
 	opt  ManagerOptions
@@ -189,7 +189,7 @@ func (m *Manager) liveText() []byte {
 }
 
 // Bind records that the live session, at its current position, stands
-// for a visible transcript (server.md §15): evict and shutdown saves made
+// for a visible transcript (docs/formats/server.md#live-protocol-bindings): evict and shutdown saves made
 // while the session is still there use it as the key.
 func (m *Manager) Bind(kind KeyKind, visible []byte) {
 	m.bind.kind, m.bind.text, m.bind.pos = kind, slices.Clone(visible), m.sess.Pos()
@@ -210,9 +210,9 @@ func (m *Manager) Invalidate() {
 	m.bind.pos = -1
 }
 
-// Sync brings the live session to the request's prompt (server.md §13.1
-// steps 4, 6, 7 and 8, with the cold and continued saves of kvcache.md
-// §6). On a prefill error the session is reset.
+// Sync brings the live session to the request's prompt (docs/formats/server.md#decision-ladder
+// steps 4, 6, 7 and 8, with the cold and continued saves of
+// docs/formats/kvcache.md#save-moments). On a prefill error the session is reset.
 func (m *Manager) Sync(req Request) (Result, error) {
 	m.count(func(s *Stats) { s.Requests++ })
 	live := m.sess.Tokens()
@@ -392,7 +392,7 @@ func (m *Manager) maybeContinued() (Stored, bool) {
 
 // Decode evaluates one generated token; with checkpoint set it first
 // saves a continued checkpoint if the session is at a frontier (callers
-// pass false inside a DSML tool block, kvcache.md §6.2).
+// pass false inside a DSML tool block, docs/formats/kvcache.md#continued-saves).
 func (m *Manager) Decode(token int, checkpoint bool) error {
 	if checkpoint {
 		m.maybeContinued()
@@ -410,7 +410,7 @@ func (m *Manager) Checkpoint(reason Reason) (Stored, bool) {
 	return m.save(reason, m.evictKey())
 }
 
-// Close saves the live session with reason shutdown (kvcache.md §6.4).
+// Close saves the live session with reason shutdown (docs/formats/kvcache.md#shutdown-save).
 func (m *Manager) Close() (Stored, bool) {
 	if m.opt.Cache == nil || m.sess.Pos() == 0 || m.sess.Pos() < m.opt.Policy.MinTokens {
 		return Stored{}, false

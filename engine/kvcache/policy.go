@@ -1,6 +1,6 @@
 package kvcache
 
-// Policy holds the save-moment settings of kvcache.md §6 (the server's
+// Policy holds the save-moment settings of docs/formats/kvcache.md#save-moments (the server's
 // --kv-cache-* flags).
 type Policy struct {
 	MinTokens         int // shortest checkpoint saved or loaded
@@ -16,7 +16,7 @@ func DefaultPolicy() Policy {
 }
 
 // StoreLen returns the trimmed and aligned cold-save length for a prompt
-// of n tokens (kvcache.md §6.1 step 2).
+// of n tokens (docs/formats/kvcache.md#cold-save step 2).
 func (p Policy) StoreLen(n int) int {
 	if n > p.MinTokens+p.TrimTokens {
 		s := n - p.TrimTokens
@@ -32,7 +32,7 @@ func (p Policy) StoreLen(n int) int {
 
 // ChatAnchor returns the index of the last user token before the first
 // assistant token of tokens, when it is at least MinTokens, else -1
-// (kvcache.md §6.1 step 1).
+// (docs/formats/kvcache.md#cold-save step 1).
 func (p Policy) ChatAnchor(tokens []int, user, assistant int) int {
 	last := -1
 	for i, t := range tokens {
@@ -51,7 +51,7 @@ func (p Policy) ChatAnchor(tokens []int, user, assistant int) int {
 
 // ColdBoundary returns where a cold prompt of these tokens is saved: the
 // chat anchor if there is one, else StoreLen. It returns 0 when the
-// prompt is not eligible for a cold save (kvcache.md §6.1).
+// prompt is not eligible for a cold save (docs/formats/kvcache.md#cold-save).
 func (p Policy) ColdBoundary(tokens []int, user, assistant int) int {
 	n := len(tokens)
 	if p.ColdMaxTokens <= 0 || n < p.MinTokens || n > p.ColdMaxTokens {
@@ -64,7 +64,7 @@ func (p Policy) ColdBoundary(tokens []int, user, assistant int) int {
 }
 
 // ContinuedStep returns the spacing of continued saves: the interval
-// rounded up to the alignment, or 0 when disabled (kvcache.md §6.2).
+// rounded up to the alignment, or 0 when disabled (docs/formats/kvcache.md#continued-saves).
 func (p Policy) ContinuedStep() int {
 	switch {
 	case p.ContinuedInterval <= 0:
@@ -76,7 +76,7 @@ func (p Policy) ContinuedStep() int {
 }
 
 // Continued tracks the continued-save frontier of one live session
-// (kvcache.md §6.2).
+// (docs/formats/kvcache.md#continued-saves).
 type Continued struct {
 	Policy Policy
 	Last   int // the last stored (or loaded) frontier

@@ -6,13 +6,13 @@ import (
 )
 
 // ToolEntry maps a tool-call id to the exact DSML block it was sampled in
-// (kvcache.md §3.4).
+// (docs/formats/kvcache.md#tool-id-map).
 type ToolEntry struct {
 	ID   string
 	DSML string
 }
 
-// Tool-map section limits (kvcache.md §3.4).
+// Tool-map section limits (docs/formats/kvcache.md#tool-id-map).
 const (
 	toolMapHeader  = 8
 	maxToolIDLen   = 256
@@ -84,7 +84,7 @@ func decodeToolMap(b []byte, maxEntries int, wanted func(id string) bool) []Tool
 	return out
 }
 
-// dsmlForms are the tool-call block delimiters of kvcache.md §9.1, in
+// dsmlForms are the tool-call block delimiters of docs/formats/kvcache.md#finding-dsml-blocks, in
 // upstream's preference order for blocks starting at the same byte.
 var dsmlForms = [][2]string{
 	{"\n\n<｜DSML｜tool_calls>", "</｜DSML｜tool_calls>"},
@@ -97,7 +97,7 @@ var dsmlForms = [][2]string{
 
 // DSMLBlocks returns the tool-call blocks of a key text in order: from a
 // cursor, the earliest opener (of any form) whose closer follows it, the
-// block running through the end of the closer (kvcache.md §9.1).
+// block running through the end of the closer (docs/formats/kvcache.md#finding-dsml-blocks).
 func DSMLBlocks(text []byte) [][]byte {
 	var out [][]byte
 	for p := 0; p < len(text); {
@@ -123,7 +123,7 @@ func DSMLBlocks(text []byte) [][]byte {
 }
 
 // ToolEntriesFor returns the tool-map entries of a key text: for every
-// distinct DSML block in key, each id idsOf maps to it (kvcache.md §3.4).
+// distinct DSML block in key, each id idsOf maps to it (docs/formats/kvcache.md#tool-id-map).
 // idsOf is typically a lookup in the server's tool memory.
 func ToolEntriesFor(key []byte, idsOf func(block string) []string) []ToolEntry {
 	if idsOf == nil {

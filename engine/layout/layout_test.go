@@ -17,7 +17,7 @@ import (
 )
 
 // TestFlashCatalogMatchesSpec checks the Flash catalog against the counts
-// and sizes listed in spec/gguf.md §5.3 (written out there by hand).
+// and sizes listed in docs/formats/gguf.md#tensor-catalog (written out there by hand).
 func TestFlashCatalogMatchesSpec(t *testing.T) {
 	p := Flash()
 	require.NoError(t, p.Validate())

@@ -50,7 +50,7 @@ func loadExamples(t *testing.T) (exampleFile, map[string]example) {
 	return f, byID
 }
 
-// The conversations of prompt.md §10, built the way a server would build
+// The conversations of docs/formats/prompt.md#worked-examples, built the way a server would build
 // them from the requests described there.
 const (
 	ex1System = "You are a helpful assistant."
@@ -237,7 +237,7 @@ func TestExampleContinuations(t *testing.T) {
 	}
 	// ex2: the reasoning is dropped, so the old prompt minus its "<think>"
 	// plus "</think>" and the answer is the prefix (the thinking binding of
-	// server.md §15.3).
+	// docs/formats/server.md#thinking-binding).
 	prev := strings.TrimSuffix(ex["ex2_turn1_prompt"].Text, ThinkOpen)
 	answer := ex["ex2_turn1_generated"].Text[strings.Index(ex["ex2_turn1_generated"].Text, ThinkClose):]
 	if !strings.HasPrefix(ex["ex2_turn2_prompt"].Text, prev+answer+EOS) {
@@ -256,7 +256,7 @@ func TestExampleContinuations(t *testing.T) {
 
 func TestExampleSizes(t *testing.T) {
 	f, ex := loadExamples(t)
-	// prompt.md §1, §4.2, §9.
+	// docs/formats/prompt.md#byte-constants, docs/formats/prompt.md#tool-schemas-in-the-system-prompt, docs/formats/prompt.md#token-level-facts.
 	for _, c := range []struct {
 		name string
 		s    string

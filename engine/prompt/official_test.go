@@ -79,7 +79,7 @@ func TestOfficialPrompts(t *testing.T) {
 	}
 	for _, o := range loadOfficial(t) {
 		// The API rendered each request as one user turn without a system
-		// prompt, thinking disabled (prompt.md §10.1).
+		// prompt, thinking disabled (docs/formats/prompt.md#worked-examples).
 		if exp := BOS + User + o.vec.Prompt + Assistant + ThinkClose; o.rendered != exp {
 			t.Errorf("%s: rendered %q, want %q", o.vec.ID, o.rendered, exp)
 		}

@@ -18,7 +18,7 @@ func defaultTokenizer(t *testing.T) *tokenizer.Tokenizer {
 	return tok
 }
 
-// TestExampleTokens checks the token ids of every example (prompt.md §10):
+// TestExampleTokens checks the token ids of every example (docs/formats/prompt.md#worked-examples):
 // rendered prompts tokenize with special-token recognition.
 func TestExampleTokens(t *testing.T) {
 	tok := defaultTokenizer(t)
@@ -33,7 +33,7 @@ func TestExampleTokens(t *testing.T) {
 		}
 	}
 	// A rendering tokenizes to a prefix of any longer rendering that
-	// extends it at a special-token boundary (prompt.md §9).
+	// extends it at a special-token boundary (docs/formats/prompt.md#token-level-facts).
 	for _, c := range [][2]string{
 		{"ex1_turn1_prompt", "ex1_turn2_prompt"},
 		{"ex3_turn1_prompt", "ex3_turn2_prompt"},
@@ -44,7 +44,7 @@ func TestExampleTokens(t *testing.T) {
 			t.Errorf("%s tokens are not a prefix of %s tokens", c[0], c[1])
 		}
 	}
-	// Sizes of the fixed blocks (prompt.md §9).
+	// Sizes of the fixed blocks (docs/formats/prompt.md#token-level-facts).
 	if n := len(tok.EncodeSpecial(ToolsBlock([]Tool{{Schema: f.ToolSchemaLine}}))); n != 332 {
 		t.Errorf("tools block: %d tokens, want 332", n)
 	}

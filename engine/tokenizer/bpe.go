@@ -81,7 +81,7 @@ func (t *pairTable) rank(left, right int32) uint32 {
 // pieces use the O(n log n) heap BPE.
 const smallPiece = 48
 
-// bpe appends the ids of one pre-tokenized piece (spec §6): starting from
+// bpe appends the ids of one pre-tokenized piece (docs/formats/tokenizer.md#bpe-merges): starting from
 // one symbol per byte, repeatedly merge the adjacent pair with the lowest
 // rank (leftmost on ties) until no pair has a merge.
 func (t *Tokenizer) bpe(dst []int, piece string, sc *bpeScratch) []int {

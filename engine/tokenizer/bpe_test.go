@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// naiveBPE is spec §6 on strings, as upstream bpe_emit_piece does it: merge
+// naiveBPE is docs/formats/tokenizer.md#bpe-merges on strings, as upstream bpe_emit_piece does it: merge
 // ranks looked up by "LEFT RIGHT", lowest rank first, leftmost on ties.
 type naiveBPE struct {
 	rank map[string]int

@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// Character classes used by the pre-tokenizer (spec tokenizer.md §4.1).
+// Character classes used by the pre-tokenizer (docs/formats/tokenizer.md#pre-tokenization).
 // Unicode general categories come from Go's unicode package (see
 // unicode.Version); \s is the White_Space property (unicode.IsSpace).
 const (
@@ -72,7 +72,7 @@ func computeClass(r rune) uint16 {
 }
 
 // scanner classifies the characters of a string. An undecodable byte is a
-// character of its own with no class (spec §4.1, invalid UTF-8).
+// character of its own with no class (docs/formats/tokenizer.md#pre-tokenization, invalid UTF-8).
 type scanner struct {
 	tab *[classTableSize]uint16
 }
@@ -110,7 +110,7 @@ func (sc scanner) run(s string, i int, mask uint16) int {
 	return i
 }
 
-// pretokenize cuts text into pieces per the reference pre-tokenizer (§4.1)
+// pretokenize cuts text into pieces per the reference pre-tokenizer (docs/formats/tokenizer.md#pre-tokenization)
 // and calls emit for each non-empty piece in order.
 func pretokenize(text string, emit func(piece string)) {
 	pretokenizeWhile(text, func(piece string) bool {
@@ -165,7 +165,7 @@ func pretokenizeWhile(text string, emit func(piece string) bool) bool {
 	return true
 }
 
-// stage3 applies the third split of §4.1 to one stage-2 piece: every match
+// stage3 applies the third split of docs/formats/tokenizer.md#pre-tokenization to one stage-2 piece: every match
 // is a piece, and adjacent unmatched characters form one piece. It stops
 // and returns false when emit does.
 func (sc scanner) stage3(s string, emit func(piece string) bool) bool {
@@ -198,7 +198,7 @@ func (sc scanner) stage3(s string, emit func(piece string) bool) bool {
 }
 
 // match returns the byte length of the stage-3 regex match starting at s[p],
-// or 0 if none of the alternatives matches there (§4.1 rules 1–6).
+// or 0 if none of the alternatives matches there (docs/formats/tokenizer.md#pre-tokenization rules 1–6).
 func (sc scanner) match(s string, p int) int {
 	x, xn := sc.at(s, p)
 	q := p + xn

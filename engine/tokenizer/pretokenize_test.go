@@ -18,7 +18,7 @@ func pieces(s string) []string {
 }
 
 // refPretokenize is an independent, literal transcription of the reference
-// pre-tokenizer (spec §4.1) for valid UTF-8: stages 1 and 2 with Go's
+// pre-tokenizer (docs/formats/tokenizer.md#pre-tokenization) for valid UTF-8: stages 1 and 2 with Go's
 // regexp (which can express them), stage 3 by trying each regex alternative
 // in order with explicit backtracking over []rune.
 func refPretokenize(s string) []string {

@@ -1,5 +1,5 @@
 // Package tokenizer implements the DeepSeek V4 byte-level BPE tokenizer
-// (spec tokenizer.md): the embedded tables, the reference pre-tokenizer,
+// (docs/formats/tokenizer.md): the embedded tables, the reference pre-tokenizer,
 // BPE encoding with special-token recognition for rendered prompts, and
 // decoding, including streaming decoding that never splits a UTF-8
 // character.

@@ -19,7 +19,7 @@ type Tokenizer struct {
 	required [len(RequiredSpecials)]int32
 }
 
-// byteEncoder returns the GPT-2 byte map (spec §3): the code point that
+// byteEncoder returns the GPT-2 byte map (docs/formats/tokenizer.md#byte-map): the code point that
 // represents each raw byte in token strings.
 func byteEncoder() [256]rune {
 	var enc [256]rune
@@ -149,7 +149,7 @@ func New(t *Tables) (*Tokenizer, error) {
 		literal[id] = true
 	}
 
-	// Decoded bytes (spec §7): specials and tokens that cannot be byte-level
+	// Decoded bytes (docs/formats/tokenizer.md#decoding): specials and tokens that cannot be byte-level
 	// strings are their own UTF-8 text; the others map back through the
 	// inverse byte map.
 	dec := byteDecoder()
@@ -245,7 +245,7 @@ func (t *Tokenizer) EncodeSpecial(text string) []int {
 
 // AppendEncode appends the tokens of text to dst (recognizing the required
 // special tokens when special is true) and returns the extended slice.
-// Text is pre-tokenized with the reference scanner of spec §4.1; invalid
+// Text is pre-tokenized with the reference scanner of docs/formats/tokenizer.md#pre-tokenization; invalid
 // UTF-8 bytes and NUL bytes are encoded like any other bytes (upstream stops
 // at a NUL), so Decode always gives the input back.
 func (t *Tokenizer) AppendEncode(dst []int, text string, special bool) []int {
@@ -350,7 +350,7 @@ func (t *Tokenizer) isRequired(id int) bool {
 
 // specialAt returns the id and length of the required special token that s
 // starts with, or 0 length if none does. No required special is a prefix
-// of another (spec §5), so the first match is the only one.
+// of another (docs/formats/tokenizer.md#special-tokens-in-text), so the first match is the only one.
 func (t *Tokenizer) specialAt(s string) (int, int) {
 	for i, sp := range RequiredSpecials {
 		if strings.HasPrefix(s, sp) {

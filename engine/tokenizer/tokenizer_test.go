@@ -69,7 +69,7 @@ func TestTextCases(t *testing.T) {
 		require.Equal(t, tc.IDs, got, "Encode(%q)", tc.Text)
 		require.Equal(t, tc.Text, string(tk.Decode(got)), "Decode(Encode(%q))", tc.Text)
 		if tc.Upstream != nil {
-			// The reference, not upstream's ASCII approximation (spec §4.3).
+			// The reference, not upstream's ASCII approximation (docs/formats/tokenizer.md#upstreams-approximation).
 			require.NotEqual(t, tc.Upstream, got, "%q", tc.Text)
 			require.Equal(t, tc.Text, string(tk.Decode(tc.Upstream)))
 		}
@@ -77,7 +77,7 @@ func TestTextCases(t *testing.T) {
 }
 
 // The rendered prompts contain the special tokens as text and go through
-// EncodeSpecial (spec §5, §9).
+// EncodeSpecial (docs/formats/tokenizer.md#special-tokens-in-text, docs/formats/tokenizer.md#how-the-tables-were-checked).
 func TestRenderedOfficialPrompts(t *testing.T) {
 	tk := defaultTok(t)
 	c := cases(t)
@@ -134,7 +134,7 @@ func TestSpecials(t *testing.T) {
 	think := []int{128821, 90, 128822} // "x" is id 90
 	require.Equal(t, think, tk.EncodeSpecial("<think>x</think>"))
 
-	// Spec §5 consequences: DSML splits tags; only the seven are special.
+	// docs/formats/tokenizer.md#special-tokens-in-text consequences: DSML splits tags; only the seven are special.
 	ids := tk.EncodeSpecial("<｜DSML｜tool_calls>")
 	require.Equal(t, tk.Encode("<"), ids[:1])
 	require.Equal(t, 128825, ids[1])
@@ -187,7 +187,7 @@ func TestTokenBytes(t *testing.T) {
 		require.Equal(t, []byte{byte(bt)}, tk.TokenBytes(id))
 	}
 
-	// Decoding equals upstream's ds4_token_text rule (spec §7) on the whole
+	// Decoding equals upstream's ds4_token_text rule (docs/formats/tokenizer.md#decoding) on the whole
 	// vocabulary: tokens containing U+FF5C are literal, the others map back
 	// through the inverse byte map dropping unknown code points.
 	dec := byteDecoder()

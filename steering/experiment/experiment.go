@@ -1,6 +1,6 @@
 // Package experiment builds steering directions from contrasting prompt
-// pairs and sweeps their effect on greedy generation (spec/harness.md
-// §11), for ds4-steer; the runtime side of steering is package steering.
+// pairs and sweeps their effect on greedy generation
+// (docs/steering.md), for ds4-steer; the runtime side of steering is package steering.
 package experiment
 
 import (
@@ -18,7 +18,7 @@ import (
 	"github.com/ds4-go/ds4/vectors"
 )
 
-// Render returns the prompt tokens of spec/harness.md §11.2: BOS, the
+// Render returns the prompt tokens of docs/steering.md#building-a-direction: BOS, the
 // system text (if any), <｜User｜>, the prompt, <｜Assistant｜>, and
 // <think> when think is set, else </think>.
 func Render(tok *tokenizer.Tokenizer, system, prompt string, think bool) []int {
