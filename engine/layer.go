@@ -57,9 +57,8 @@ type scratch struct {
 
 // hugeScratch is the size in bytes from which a scratch buffer asks for
 // huge pages (mmap.HugeFloats). Flash's largest buffers take tens to
-// hundreds of MB a chunk; on the 2-layer slice, 2048-token steps after the
-// first ran 1.04× faster with them (median of 5 runs), and the first,
-// which faults the buffers in, 1.14×.
+// hundreds of MB a chunk, and huge pages spare their TLB misses and page
+// faults (docs/performance.md#huge-pages).
 const hugeScratch = 4 << 20
 
 func newScratch(p layout.Params, n int) *scratch {

@@ -230,20 +230,13 @@ func fill(x []float32, v float32) {
 
 // PrefillChunk is the number of tokens Prefill processes together. Each
 // chunk packs the rows of every expert some token of it is routed to for
-// the tile kernels, and with 256 experts a chunk of 256 tokens gives each
-// about six: the packs were a quarter of prefill's CPU. On the 2-layer
-// Flash slice (BenchmarkFlash2PrefillChunk, then on 512 tokens) chunks of
-// 512 ran 1.17–1.24× faster than chunks of 256 (3 pairs). Past 512 the
-// packs' savings meet the growing cost of buffers that leave the caches
-// (the tile scatter, the activations' quantization): on its 3072 tokens
-// chunks of 512, 768, 1024 and 1536 ran at 343–354, 378–390, 395–397 and
-// 367–368 tok/s, and 1024 against 512 ran 1.05–1.06× faster on 3072
-// tokens (2 pairs, separate processes) and 1.06–1.07× on the 4-layer
-// slice (2048 tokens, 3 pairs). Upstream prefills 2048 at a time. The
-// scratch buffers take about 0.9 MB per token on Flash, 920 MB a chunk,
-// which a session's first long prompt faults in: in ds4-bench's frontier
-// sweep (2048-token steps, 3 runs) the first step ran at 0.83–0.92 of
-// its speed with chunks of 512 and the later ones at 1.06–1.10.
+// the tile kernels, once, so a larger chunk spreads each pack over more
+// tokens; past about 1024 tokens the packs' savings are outweighed by
+// buffers that leave the caches (the tile scatter, the activations'
+// quantization). Upstream prefills 2048 at a time. The scratch buffers
+// take about 0.9 MB per token on Flash, 920 MB a chunk, which a session's
+// first long prompt faults in. The measurements behind the choice are in
+// docs/performance.md#prefill-chunk.
 const PrefillChunk = 1024
 
 func (s *Session) forward(tokens []int, all []float32) (err error) {

@@ -137,9 +137,8 @@ func ReprobeRead(ctx context.Context, cfg MachineConfig, mc *Machine, step func(
 // ReprobeCompute measures the arithmetic peaks again, as MeasureMachine
 // does, and raises mc's figures to the new ones where those are higher.
 // On a shared machine a neighbour's work can take a third off a probe's
-// reading (the all-threads int8 peak read 257 to 366 Gop/s across runs
-// on a 2-core AMD Zen 3), and a peak taken in such a dip would overstate
-// the fraction of it that prefill reaches.
+// reading, and a peak taken in such a dip would overstate the fraction of
+// it that prefill reaches.
 func ReprobeCompute(ctx context.Context, cfg MachineConfig, mc *Machine, step func(string)) error {
 	if err := cfg.normalize(); err != nil {
 		return err
@@ -466,13 +465,10 @@ func MeasureSpeed(ctx context.Context, m *engine.Model, be backends.Backend, pre
 		tick = func(int) {}
 	}
 	sp := Speed{PrefillTokens: int64(prefill), DecodeTokens: int64(decode)}
-	// The first prefill of a process is slow: on the 2-layer Flash slice
-	// a 256-token one ran at 64–67 tok/s and the next ones at 110–117.
-	// Its profile puts the difference in the routed-expert kernels (2.5–3×
-	// their later time), which touch most experts' pages for the first
-	// time; the first prefill of a later session ran at about 100, paying
-	// only for allocating its scratch buffers. The second prefill, on the
-	// reset session, is the steady state the fraction is taken of; the
+	// The first prefill of a process is slow: its routed-expert kernels
+	// touch most experts' pages for the first time, and a session's first
+	// prefill also allocates its scratch buffers. The second prefill, on
+	// the reset session, is the steady state the fraction is taken of; the
 	// first is reported beside it.
 	for _, tps := range []*float64{&sp.PrefillFirstTPS, &sp.PrefillTPS} {
 		s.Reset()

@@ -167,10 +167,9 @@ func SummarizePrefillRounds(rounds []PrefillRound, mc Machine, work Traffic) Pre
 // A round's peaks are the better of the probes just before and just after
 // it.
 //
-// A neighbour's work on a shared machine moves the arithmetic peaks by a
-// third and prefill with them (the all-threads int8 peak read 184 to 366
-// Gop/s across probes on a 2-core AMD Zen 3): each round's fractions are
-// taken against the peaks of its own moment, as the decode rounds' are
+// A neighbour's work on a shared machine moves the arithmetic peaks by up
+// to a third and prefill with them (docs/performance.md#baselines): each
+// round's fractions are taken against the peaks of its own moment, as the decode rounds' are
 // against their bandwidth. Taking the better of the two probes around it
 // keeps a dip that one probe saw and the prefill did not from inflating
 // the round's fraction.

@@ -14,8 +14,8 @@ package quant
 //     (blocks b ≡ k mod 8 in lane k), summed as a tree, with the last
 //     len%8 blocks added one by one: the result is within
 //     γ(len/8+10)·Σ|terms| of the exact sum of the reference's terms. A
-//     serial chain of scalar adds, one per block, bounded the loop at
-//     about 22 GB/s in cache; the lanes run at about 28. Activation codes
+//     serial chain of scalar adds, one per block, would bound the loop
+//     by its latency; the lanes hide it. Activation codes
 //     must lie in -127..127, which QuantizeQ8_0 guarantees (act.go: a
 //     block too small for a finite 1/d gets codes 0): the kernel
 //     multiplies |w| by x·sign(w), and -128·(-1) does not fit in a byte.

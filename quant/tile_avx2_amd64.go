@@ -19,14 +19,10 @@ package quant
 // past it). A next shorter than a tile gets no step: the packs then ask
 // again for the lines at w, which they are reading anyway.
 //
-// Asked for in a burst before the pack, a tile's lines were in no hurry
-// to come (the core allows only so many misses in flight): streaming over
-// 64 MB of expert rows on AMD Zen 3, the pack and a 12-token product of
-// each IQ2_XXS tile ran 1.19–1.23× faster with the requests spread over
-// the pack before it (1.06–1.17× with both cores at it), Q2_K's 1.25×,
-// and a 64-token Q8_0 tile's not measurably (0.99×; BenchmarkTileStream);
-// a 512-token prefill 1.13× on the 4-layer Flash slice and 1.03× on the
-// 2-layer one (interleaved pairs, medians).
+// Asked for in a burst before the pack, a tile's lines are in no hurry
+// to come (the core allows only so many misses in flight), so the
+// requests are spread over the pack before it (BenchmarkTileStream
+// compares the two ways; docs/performance.md#tile-kernels).
 func packNextLines(w []byte, rowBytes int, next []byte, lines int) (*byte, int) {
 	if len(next) < Q8_0TileRows*rowBytes {
 		return &w[0], 0

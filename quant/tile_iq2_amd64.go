@@ -37,9 +37,8 @@ var iq2xxsTileKernels = q8KTileKernels{iq2xxsTile1AVX512, iq2xxsTile2AVX512, iq2
 // q8KTileKernels are the kernels of one Q8_K-activation tile kind for
 // groups of 1..8 tokens: kernel g-1 sets out[16t+i] for t < g. Every
 // group size has its own, because each pass over the tile costs a fixed
-// share besides the tokens' own work (on Zen 5, 7 IQ2_XXS tokens run as
-// groups of 4, 2 and 1 took 1.6 times as long as in one pass, 3 tokens as
-// 2 and 1 twice as long).
+// share besides the tokens' own work: running 7 tokens as groups of 4, 2
+// and 1 takes far longer than one pass of 7.
 type q8KTileKernels [8]func(tile *byte, y *BlockQ8K, nb int, out *float32)
 
 // q8KTileGroups applies the tile of nb blocks to the n tokens of y in

@@ -7,10 +7,8 @@ package quant
 // assembly bodies in tile_q2k_amd64.s, each group one pass over the tile;
 // every result is DotQ2K's bit for bit, blocks added in order. They need
 // AVX512F, BW, VL and VNNI.
-// Pack included, 16 rows of 2048 columns through the tile take from 1.6
-// (one token) to 3.3 (eight) and 5.5 (64) times less time on Zen 5 than
-// through Q2Kx4 and Q2K (BenchmarkQ2KTile), so the tile pays from one
-// token on.
+// Pack included, the tile takes less time than Q2Kx4 and Q2K from one
+// token on (BenchmarkQ2KTile; docs/performance.md#tile-kernels).
 
 // packQ2KTileAVX512 is the AVX-512 form of Kernels.PackQ2KTile.
 func packQ2KTileAVX512(dst, w []byte, rowBytes int, next []byte) {

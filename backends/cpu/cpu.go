@@ -501,9 +501,8 @@ func (j *matJob) quantize(p *backends.Product, off, t int) {
 
 // tailX4 is the number of tokens left after the groups of four that Run
 // applies to a Q2_K or IQ2_XXS row with one more four-token call, the
-// unused slot repeating the last activation. Measured in cache (quant's
-// BenchmarkDotx4Cached), one vector four-token call costs about 2.3 single
-// calls for Q2_K and 1.7 (AVX2) to 2.1 (AVX-512) for IQ2_XXS, so it pays
+// unused slot repeating the last activation. One vector four-token call
+// costs about two single calls (quant's BenchmarkDotx4Cached), so it pays
 // for three tokens but not always for two. The pure-Go four-token kernels
 // are four single calls, so they never take this path.
 const tailX4 = 3
@@ -619,11 +618,10 @@ func (j *matJob) runFloat(p *backends.Product, r0, r1 int, out *[6]float32) {
 
 // runF16x2x3 is runFloat for the inputs of an F16 product in threes, two
 // rows at a time (quant.Kernels.F16x2x3, each result the single-row
-// kernel's bits), and returns the number of inputs it did. On AMD Zen 3 a
-// 4096-element dot took 155 ns in cache against 250 with the
-// eight-accumulator row kernel F16 had before, and the F16 products of the
-// 4-layer Flash slice's 512-token prefill (the compressors' and the
-// indexer's) 0.60 s instead of 1.03.
+// kernel's bits), and returns the number of inputs it did: each weight
+// row loaded serves three inputs, which makes prefill's F16 products (the
+// compressors' and the indexer's) about 1.7× faster than one row and one
+// input at a time.
 func (j *matJob) runF16x2x3(p *backends.Product, r0, r1 int, out *[6]float32) int {
 	w, cols, rb := p.W, p.W.Cols, p.W.RowBytes
 	xs, ds := stride(p.XStride, cols), stride(p.DstStride, w.Rows)
@@ -650,15 +648,10 @@ func (j *matJob) runF16x2x3(p *backends.Product, r0, r1 int, out *[6]float32) in
 // The tile kernels (quant.Kernels.Q8_0Tile, IQ2XXSTile, Q2KTile) apply a
 // task's rows, packed once, to every input of a product with integer dot
 // products sixteen rows wide. A product of a weight type runs on them,
-// where the kernel set has them, from the number of inputs below. Measured
-// in cache with the pack included (quant's BenchmarkQ8_0Tile,
-// BenchmarkIQ2XXSTile and BenchmarkQ2KTile) against the four-token
-// kernels: Q8_0 1.8× at 4 inputs and 5.6× at 256; IQ2_XXS 2.4× at 2,
-// 1.7× at 4 and 3.9× at 64; Q2_K 2.5× at 2, 2.4× at 4 and 4.9× at 64 (AVX-512
-// on AMD Zen 5); Q8_0 1.25× at 4 and 2.0–2.4× from 16, IQ2_XXS 1.5× at 2, 1.6×
-// at 4 and 2.2× at 64, Q2_K 1.1× at 2, 0.7× at 4, 1.0× at 8 and 2× at 64
-// (AVX2 on Zen 3, where prefill's Q2_K products, 12 to 24 tokens an
-// expert, ran no slower on the tiles and 1.2× faster at 24). A
+// where the kernel set has them, from the number of inputs below: the
+// smallest counts at which the tiles, pack included, beat the four-token
+// kernels in cache (quant's BenchmarkQ8_0Tile, BenchmarkIQ2XXSTile and
+// BenchmarkQ2KTile; the ratios are in docs/performance.md#tile-kernels). A
 // product of one input is decode's and stays on the row kernels (runOne).
 const (
 	tileMinQ8_0   = 4
@@ -692,11 +685,11 @@ func (j *matJob) runTile(p *backends.Product, off, r0 int) {
 	w := p.W
 	rows := w.Data[r0*w.RowBytes : (r0+quant.Q8_0TileRows)*w.RowBytes]
 	// The pack reads its 16 rows as 16 interleaved streams, which the
-	// hardware prefetchers follow poorly: in prefill the IQ2_XXS pack ran
-	// about 4× slower than on rows in cache. A worker's next task is
-	// usually the next 16 rows (its range is contiguous), so the pack asks
-	// for them while it packs these (Kernels' next): a 512-token prefill
-	// 1.03–1.13× faster than with one burst of requests before the pack.
+	// hardware prefetchers follow poorly, so a pack streaming from memory
+	// runs several times slower than on rows in cache. A worker's next task
+	// is usually the next 16 rows (its range is contiguous), so the pack
+	// asks for them while it packs these (Kernels' next), which spreads the
+	// requests better than one burst before the pack.
 	var next []byte
 	if r1 := r0 + 2*quant.Q8_0TileRows; r1 <= w.Rows {
 		next = w.Data[(r0+quant.Q8_0TileRows)*w.RowBytes : r1*w.RowBytes]

@@ -17,9 +17,9 @@ import (
 // touched. Where the kernel caches files in large folios (Linux 6.x on
 // ext4, xfs and others), pages read in through such a mapping land in the
 // page cache as 2 MiB folios and are mapped with one page-table entry
-// each, for this process and every later one. On the 4-layer Flash slice,
-// against the same file cached in small pages, decode ran 1.06–1.19× and
-// the first prefill 1.33× faster. A file already cached in small pages (as
+// each, for this process and every later one, which spares the weights'
+// TLB misses (docs/performance.md#huge-pages). A file already cached in
+// small pages (as
 // a file just written or copied is) stays so until the cache drops it;
 // HugeBytes tells how much of a mapping got huge pages.
 func File(fd *os.File, size int) ([]byte, func() error, error) {
@@ -34,9 +34,9 @@ func File(fd *os.File, size int) ([]byte, func() error, error) {
 // Read reads size bytes of fd into private anonymous memory that asks the
 // kernel for transparent huge pages (madvise; refused silently where the
 // kernel has none); free releases it. Weights streamed from 2 MiB pages
-// take far fewer TLB misses than from the page cache's 4 KiB ones: on the
-// 4-layer Flash slice decode ran 1.18× and prefill 1.13× faster. The cost
-// is a private copy of the file, read in full up front.
+// take far fewer TLB misses than from the page cache's 4 KiB ones
+// (docs/performance.md#huge-pages). The cost is a private copy of the
+// file, read in full up front.
 func Read(fd *os.File, size int) ([]byte, func() error, error) {
 	if size == 0 {
 		return []byte{}, func() error { return nil }, nil
