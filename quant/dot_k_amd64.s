@@ -148,17 +148,16 @@ GLOBL ·iq2Ones(SB), RODATA|NOPTR, $32
 // bytes), Ys to their signs as VPSIGNB controls (-1 or 1 each) and Yc to
 // the group's VPMADDWD multiplier, the int16 pair (2ls+1, 2ls+1). One
 // 64-bit load takes the group's four grid index bytes and its sign word
-// a1 (whose top four bits are ls) into DX, which gave the single-token
-// kernel 1.02× against a byte load per index. The four grid rows (eight
+// a1 (whose top four bits are ls) into DX, rather than a byte load per
+// index. The four grid rows (eight
 // magnitude bytes each) come from the table at R8 by their index bytes,
 // as 64-bit loads assembled into one register. The signs are decoded in
-// vector registers, which took 13% off the single-token kernel's time on
-// AMD Zen 3 against a table of sign patterns: a1 is broadcast and one
+// vector registers, faster than a table of sign patterns: a1 is
+// broadcast and one
 // VPSHUFB gives byte t of quadword j the byte of a1 that holds bit t of
 // sign index j (t < 7), which Bits then masks (a shift of each quadword
-// by 7j and a VPSHUFB copying its low byte did the same in one
-// instruction more: the single-token kernel and the IQ2_XXS tile pack run
-// 1.06× faster in cache without it, the four-token kernel 1.03×); the
+// by 7j and a VPSHUFB copying its low byte does the same in one
+// instruction more); the
 // eighth sign, the parity of the seven, is the low bit of their count of
 // 0xff bytes (VPSADBW: 255 times the count), moved to the byte's top bit.
 // ORing in 1 leaves every byte nonzero, negative where its weight is. The
@@ -193,8 +192,7 @@ GLOBL ·iq2Ones(SB), RODATA|NOPTR, $32
 // the weights' signs go onto the activation codes (VPSIGNB), which
 // VPMADDUBSW then multiplies by the unsigned magnitudes. Against forming
 // |q8|·(w·sgn(q8)), which also takes codes of -128, that is two
-// instructions fewer per group and made the single-token kernel
-// 1.08–1.12× and the four-token one 1.07× faster in cache on AMD Zen 3.
+// instructions fewer per group.
 // Clobbers Y5 and Y7; Yg, Ys and Yc are kept for the next activation.
 #define IQ2APPLY(Py, g, Yacc, Yg, Ys, Yc) \
 	VMOVDQU (g*32+BlockQ8K_Qs)(Py), Y5; \
@@ -217,18 +215,12 @@ GLOBL ·iq2Ones(SB), RODATA|NOPTR, $32
 // even groups, Y8, Y14, Y15 for the odd ones), and a block's last group
 // expands the next block's first (the same block again at the last, the
 // result unused), so that a group's table loads and sign decoding are in
-// flight while the one before it is multiplied. That ran 1.08–1.10× faster
-// in cache on AMD Zen 3 (interleaved runs in one process) than expanding
-// and multiplying each group in turn, where the core did not overlap
+// flight while the one before it is multiplied: the core does not overlap
 // consecutive groups as well by itself. The kernel is then bound by its
-// count of vector instructions, about 21 a group: without the sign
-// decoding it ran 1.38× faster, without the grid rows 1.22×. The general
-// registers' instructions count too: the eighth signs formed there instead
-// (PDEP of the sign word into bytes, XOR folds for the parities, the word
-// stored and broadcast back), which saves VPSADBW, VPSLLQ and a VPOR, ran
-// 0.80×; a table of grid-row pairs (1 MB, one 16-byte load per two rows
-// and four instructions fewer a group) 0.97× on a row in cache and 0.53×
-// down 32 MB of rows, its lines missing the L2.
+// count of vector instructions, about 21 a group; the general registers'
+// instructions count too, and the variants tried (eighth signs formed with
+// PDEP, a table of grid-row pairs) were slower
+// (docs/performance.md#kernel-design-notes).
 TEXT ·dotIQ2XXSAsm(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI
 	MOVQ y+8(FP), DI
@@ -400,8 +392,8 @@ iq2x4loop:
 
 // KSUMS folds the eight isum lanes of Y9 and the eight summs lanes of Y2
 // into the int32 lanes isum, summs (and two more) of Xs with unpacks,
-// shuffles and adds: the two VPHADDD of an earlier fold made the Q2_K
-// kernel 1.03× slower in cache on AMD Zen 3. Clobbers Y6 and Y7.
+// shuffles and adds, which are cheaper than two VPHADDD. Clobbers Y6 and
+// Y7.
 #define KSUMS(Xs) \
 	VPUNPCKLQDQ  Y2, Y9, Y6; \
 	VPUNPCKHQDQ  Y2, Y9, Y7; \
@@ -440,9 +432,8 @@ GLOBL q2kZero<>(SB), RODATA|NOPTR, $128
 // work (R8 and R9 point at the block before, X14 holds its folded sums;
 // before the first block they point at zeros, whose term adds +0 to +0),
 // so that its chain of conversions and dependent float operations
-// overlaps that work instead of ending each block: 1.09–1.12× faster in
-// cache on AMD Zen 3 (interleaved runs in one process) than finishing each
-// block in turn. The terms are still added to sumf in block order.
+// overlaps that work instead of ending each block. The terms are still
+// added to sumf in block order.
 TEXT ·dotQ2KAsm(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI
 	MOVQ y+8(FP), DI
@@ -462,10 +453,9 @@ TEXT ·dotQ2KAsm(SB), NOSPLIT, $0-28
 q2loop:
 	// Ask for the line 4 KB ahead, rows past the end of a short one: in
 	// decode a worker runs down a routed expert's 672-byte rows, where
-	// the kernel's arithmetic left the hardware prefetchers behind. Two
-	// threads streaming 2048-wide rows from memory ran 1.09–1.16× faster
-	// on AMD Zen 3 (0.25–1 KB ahead 1.01–1.09×, 2 KB 1.12–1.13×, 8 KB
-	// 1.09–1.11×).
+	// the kernel's arithmetic left the hardware prefetchers behind; 4 KB
+	// is the distance that measured best
+	// (docs/performance.md#kernel-design-notes).
 	PREFETCHT0 4096(SI)
 
 	// Min term: Σ_g bsum_g·m_g, m_g the high nibble of scales[g].

@@ -34,9 +34,8 @@
 // a vector load of eight narrow stores cannot be store-forwarded, which
 // made the loop almost twice as slow.
 // Each group asks for the weight lines 1.5 KiB ahead (five PREFETCHT0 for
-// its 272 bytes). Decode streams its rows from memory, where on AMD Zen 3
-// the hardware prefetchers alone left the 2-layer slice's decode 1.06–1.10×
-// slower (1.02–1.20× at 1 KiB ahead; 512 bytes gained nothing).
+// its 272 bytes). Decode streams its rows from memory, where the hardware
+// prefetchers alone fall behind (docs/performance.md#kernel-design-notes).
 TEXT ·dotQ8_0Asm(SB), NOSPLIT, $0-52
 	MOVQ   w_base+0(FP), SI
 	MOVQ   x_base+24(FP), DI
@@ -378,9 +377,8 @@ TEXT ·dotF16Asm(SB), NOSPLIT, $0-52
 f16loop16:
 	// The line 4 KB ahead: decode reads the F16 rows (router,
 	// hyper-connection mixes, compressors) from memory, and the
-	// latency-bound loop left the hardware prefetchers behind; two threads
-	// streaming 4096-wide rows ran 1.08–1.21× faster on AMD Zen 3 (2 and
-	// 8 KB ahead 1.14–1.19×).
+	// latency-bound loop left the hardware prefetchers behind; 4 KB is the
+	// distance that measured best (docs/performance.md#kernel-design-notes).
 	PREFETCHT0  4096(SI)
 	VCVTPH2PS   0(SI), Y8
 	VCVTPH2PS   16(SI), Y9

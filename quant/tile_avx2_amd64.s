@@ -27,24 +27,14 @@
 // token of the group: a token's four codes cost a broadcast, a VPSIGNB, a
 // VPMADDUBSW, a VPMADDWD and a VPADDD for 32 multiply-adds, no shuffle,
 // and one register holds a token's sums, so groups are of eight tokens.
-// On AMD Zen 3 that ran 1.4–1.5× faster in cache, the pack included, than
-// the kernels it replaced (zero-extended codes times x·256 by VPMADDWD:
-// an unpack, two VPMADDWD and two VPADDD a token and two sums registers),
-// 2.0–2.4× the four-token row kernel from 16 tokens, and made the 2-layer
-// slice's 1024-token prefill 1.19× faster.
+// (Zero-extended codes times x·256 by VPMADDWD would take an unpack, two
+// VPMADDWD and two VPADDD a token and two sums registers.)
 //
-// What bounds them: their count of vector instructions a token. Measured
-// on AMD Zen 3 in cache, interleaved in one process against these: without
-// the VPSIGNB 1.23× faster and without the block terms 1.15× (both wrong
-// results), broadcasts from a register instead of memory 1.0×; the signs
-// moved by VPXOR and VPSUBB with a VPCMPGTB mask made once per code vector
-// 0.87×; codes packed without the XOR 0.99–1.01×; and a tile of int16
-// pairs (w sign-extended by the pack, two VPMADDWD and two VPADDD per four
-// codes, no sign step, the same bits) 0.92–0.98×. Nor is it the cache:
-// on rows of 256 to 8192 elements (a tile of 4.6 to 147 KB, every line of
-// which a half's pass reads; 8 and 64 tokens) the kernels ran 55 to 94
-// Gop/s, fastest on the longest rows, so cutting the rows into lengths
-// whose tile stays in L1 would not help.
+// What bounds them: their count of vector instructions a token, not the
+// cache (they run fastest on the longest rows, so cutting rows into
+// lengths whose tile stays in L1 would not help). The variants measured
+// against them (signs by VPXOR/VPSUBB, codes without the XOR, int16 tiles)
+// were no faster; see docs/performance.md#kernel-design-notes.
 
 // Register use: SI points at the current packed block's half (codes at
 // 64k, scales at 512), DI at token 0's current activation block, R8 and
@@ -195,12 +185,8 @@
 //
 // A block's eight groups are a loop, not unrolled: unrolled, the
 // eight-token kernel was 14 KB of code, past what AMD Zen 3's op cache
-// holds, and its instructions were decoded again on every pass (a
-// broadcast, VPMADDUBSW, VPMADDWD and VPADDD unit ran at 0.45 ns in a
-// loop of 256 instructions and at 0.68–0.75 in one of 8192). The loop
-// made the eight-token kernel 1.30× faster in cache (8 interleaved pairs)
-// and, applied to the packs, the IQ2_XXS pack 1.12× and the Q2_K pack
-// 1.09×.
+// holds, and its instructions were decoded again on every pass. The packs
+// loop over groups for the same reason.
 
 // IQ2T_MULT loads the group's multipliers to Y11 and Y12.
 #define IQ2T_MULT \
@@ -881,8 +867,8 @@ GLOBL iq2tBias<>(SB), RODATA|NOPTR, $4
 // IQ2_XXS block at P, each plus 64: the grid rows gathered and the signs
 // decoded as dot_k_amd64.s's IQ2EXPAND does, from the grid at R10, with
 // Y12 zero, Y13 the bytes 64, Y14 the bytes 1 and Y15 ·iq2SignSel; the
-// four grid indexes come with one 32-bit load (1.06× faster in cache on
-// AMD Zen 3 than four byte loads, interleaved in one process). It also
+// four grid indexes come with one 32-bit load rather than four byte
+// loads. It also
 // puts the group's signs-and-scale word a1 in dword r of Y11, the row's
 // lane of the multiplier vector. Clobbers AX, DX and Y8..Y10.
 #define IQ2T_EXPAND(g, P, r, Yr, Xr) \
@@ -919,9 +905,8 @@ GLOBL iq2tBias<>(SB), RODATA|NOPTR, $4
 
 // IQ2T_MULTSTORE stores group g's multipliers 2ls+1 = (a1>>27)|1 of the
 // eight rows, from their words a1 in Y11 (IQ2T_EXPAND), with Y14 the bytes
-// 1. Clobbers Y8. One blend a row and one vector store, where a load, a
-// shift, an OR and a store a row made the pack 1.06× slower in cache
-// on AMD Zen 3 and a 512-token prefill of the 2-layer slice 1.05×.
+// 1. Clobbers Y8. One blend a row and one vector store, fewer
+// instructions than a load, a shift, an OR and a store a row.
 #define IQ2T_MULTSTORE(g) \
 	VPSRLD  $27, Y11, Y11 \
 	VPSRLD  $24, Y14, Y8 \
@@ -933,12 +918,8 @@ GLOBL iq2tBias<>(SB), RODATA|NOPTR, $4
 // (SI), (SI)(BX*1), (SI)(BX*2), (R8), (SI)(BX*4), (R8)(BX*2), (R9) and
 // (R9)(BX*1): it expands each row's group into a register, whose dword k
 // is then the row's four weights of code vector k, stores the multipliers
-// and transposes the weights.
-// Measured on AMD Zen 3 in cache (interleaved in one process), the pack
-// ran 1.40× faster without the sign decoding, 1.49× without the grid loads
-// and 1.13× without the transposes (wrong tiles), so every part counts;
-// transposing four rows at a time into 16-byte stores ran 0.96×, and the
-// sign constants held in registers instead of memory operands 1.01×.
+// and transposes the weights. Every part of it counts for its time, and
+// the variants tried were no faster (docs/performance.md#kernel-design-notes).
 #define IQ2T_PACKGROUP(g) \
 	IQ2T_EXPAND(g, (SI), 0, Y0, X0) \
 	IQ2T_EXPAND(g, (SI)(BX*1), 1, Y1, X1) \
@@ -963,9 +944,7 @@ GLOBL iq2tBias<>(SB), RODATA|NOPTR, $4
 // a block group by group (a loop, for the reason the products' groups
 // are one). In prefill the rows come from memory, eight
 // streams 66 bytes a step, which the hardware prefetchers do not keep
-// ahead of: asking for each row's lines four blocks ahead took a fifth off
-// the pack's time there and made the 2-layer slice's prefill about 1.08×
-// faster on AMD Zen 3.
+// ahead of, so it asks for each row's lines four blocks ahead.
 TEXT ·packIQ2XXSTileAVX2Asm(SB), NOSPLIT, $0-48
 	MOVQ         w+8(FP), R12
 	MOVQ         rowBytes+16(FP), BX

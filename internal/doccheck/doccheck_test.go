@@ -105,7 +105,8 @@ func (c *checker) check(where, file, anchor string) {
 	}
 }
 
-// TestCodeCitations checks every docs/ link in the Go sources and that no
+// TestCodeCitations checks every docs/ link in the Go and assembly sources
+// and that no
 // citation of the external specifications ("spec §N") is left.
 func TestCodeCitations(t *testing.T) {
 	c := &checker{t: t, cache: map[string]map[string]bool{}}
@@ -120,7 +121,7 @@ func TestCodeCitations(t *testing.T) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, ".go") {
+		if !strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, ".s") {
 			return nil
 		}
 		f, err := os.Open(path)
