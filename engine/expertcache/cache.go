@@ -1,0 +1,505 @@
+// Package expertcache keeps a bounded set of a model's routed experts in
+// memory and reads the others from the model file on demand: the expert
+// cache of SSD streaming (docs/streaming.md).
+//
+// A slot holds one expert's gate, up and down slices of one layer. The
+// cache's memory is one buffer of Slots·SlotBytes allocated at Open; it
+// never grows. Acquire makes a set of experts resident, reading every
+// missing one at once with positioned reads straight into free slots
+// (O_DIRECT where the file system allows it), and pins them until Release.
+// Eviction takes the least recently used unpinned slot.
+package expertcache
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Span is one expert's slice of one tensor in the file.
+type Span struct{ Offset, Bytes int64 }
+
+// Layer gives the slices of expert 0 of one layer's three routed-expert
+// tensors; expert e's slice of a tensor starts at Offset + e·Bytes. A
+// layer with no routed experts has Experts == 0.
+type Layer struct {
+	Gate, Up, Down Span
+	Experts        int
+}
+
+// Options configure a cache.
+type Options struct {
+	Slots   int  // capacity in experts, at least 1
+	Direct  bool // read with O_DIRECT where the file system allows it
+	Readers int  // positioned reads in flight; 0 means 8
+}
+
+// Expert is a resident expert's gate, up and down bytes, valid until the
+// Release that matches the Acquire that returned it.
+type Expert struct{ Gate, Up, Down []byte }
+
+// Stats are a cache's counters since Open.
+type Stats struct {
+	Hits, Misses     int64         // experts found resident or read, per Acquire
+	BytesRead        int64         // bytes read from the file (alignment padding included)
+	ReadP50, ReadP99 time.Duration // latency of one expert's read, over recent reads
+	Direct           bool          // whether reads bypass the page cache (O_DIRECT)
+	Slots            int
+	SlotBytes        int64
+}
+
+// align is the alignment of O_DIRECT offsets, lengths and buffers: the
+// logical block size of every common file system is a divisor of it.
+const align = 4096
+
+// latencies is how many recent read latencies Stats' percentiles cover.
+const latencies = 4096
+
+func alignDown(n int64) int64 { return n &^ (align - 1) }
+func alignUp(n int64) int64   { return (n + align - 1) &^ (align - 1) }
+
+// spanRoom is the bytes a slot reserves for a slice of b bytes read with
+// aligned offsets and lengths: its aligned length plus one block of slack
+// for a start that is not aligned.
+func spanRoom(b int64) int64 {
+	if b == 0 {
+		return 0
+	}
+	return alignUp(b) + align
+}
+
+// SlotBytes returns the bytes of one slot for layers: the largest gate,
+// up and down of any layer, each with room for aligned reads.
+func SlotBytes(layers []Layer) int64 {
+	var most int64
+	for _, l := range layers {
+		if l.Experts == 0 {
+			continue
+		}
+		most = max(most, spanRoom(l.Gate.Bytes)+spanRoom(l.Up.Bytes)+spanRoom(l.Down.Bytes))
+	}
+	return most
+}
+
+// slot states.
+const (
+	slotEmpty   = iota
+	slotLoading // pinned by the caller reading it
+	slotReady
+	slotFailed // its read failed; kept until its waiters unpin it
+)
+
+type slot struct {
+	state int
+	layer int
+	exp   int
+	pins  int
+	used  uint64 // tick of the last Acquire that wanted it, for LRU
+	view  Expert
+}
+
+// Cache is an expert cache over one model file. Its methods are safe for
+// concurrent use.
+type Cache struct {
+	path      string
+	layers    []Layer
+	slotBytes int64
+	readers   int
+	buf       []byte
+	free      func() error
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	direct  *os.File // nil when O_DIRECT is off or was refused
+	plain   *os.File
+	slots   []slot
+	where   [][]int32 // layer, expert → slot, -1 when not resident
+	tick    uint64
+	closed  bool
+	hits    int64
+	misses  int64
+	read    int64
+	lat     []time.Duration // ring of recent read latencies
+	latNext int
+}
+
+// Open opens the model file at path for reading layers' experts into a
+// cache of opt.Slots slots.
+func Open(path string, layers []Layer, opt Options) (*Cache, error) {
+	return open(path, layers, opt, openDirect)
+}
+
+// open is Open with the function that opens path for O_DIRECT reads, or
+// returns nil where the file system refuses them.
+func open(path string, layers []Layer, opt Options, openDirect func(string) *os.File) (*Cache, error) {
+	if opt.Slots < 1 {
+		return nil, fmt.Errorf("expertcache: %d slots, want at least 1", opt.Slots)
+	}
+	if opt.Readers <= 0 {
+		opt.Readers = 8
+	}
+	sb := SlotBytes(layers)
+	if sb == 0 {
+		return nil, errors.New("expertcache: no layer has routed experts")
+	}
+	plain, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("expertcache: %w", err)
+	}
+	st, err := plain.Stat()
+	if err != nil {
+		plain.Close()
+		return nil, fmt.Errorf("expertcache: %w", err)
+	}
+	for il, l := range layers {
+		for _, s := range []Span{l.Gate, l.Up, l.Down} {
+			if l.Experts > 0 && (s.Offset < 0 || s.Bytes <= 0 || s.Offset+int64(l.Experts)*s.Bytes > st.Size()) {
+				plain.Close()
+				return nil, fmt.Errorf("expertcache: %s: layer %d: experts at %d+%d×%d outside the file's %d bytes", path, il, s.Offset, l.Experts, s.Bytes, st.Size())
+			}
+		}
+	}
+	buf, free, err := allocate(int64(opt.Slots) * sb)
+	if err != nil {
+		plain.Close()
+		return nil, fmt.Errorf("expertcache: %d slots of %d bytes: %w", opt.Slots, sb, err)
+	}
+	c := &Cache{path: path, layers: slices.Clone(layers), slotBytes: sb, readers: opt.Readers, buf: buf, free: free, plain: plain,
+		slots: make([]slot, opt.Slots), where: make([][]int32, len(layers)), lat: make([]time.Duration, 0, latencies)}
+	c.cond = sync.NewCond(&c.mu)
+	for il, l := range layers {
+		c.where[il] = make([]int32, l.Experts)
+		for e := range c.where[il] {
+			c.where[il][e] = -1
+		}
+	}
+	if opt.Direct {
+		c.direct = openDirect(path) // nil where the file system refuses
+	}
+	return c, nil
+}
+
+// Close releases the cache's memory and file; no view may be used after,
+// and no Acquire may run during it.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	err := c.plain.Close()
+	if c.direct != nil {
+		err = errors.Join(err, c.direct.Close())
+	}
+	c.slots, c.where = nil, nil
+	c.cond.Broadcast()
+	return errors.Join(err, c.free())
+}
+
+// Stats returns the cache's counters.
+func (c *Cache) Stats() Stats {
+	c.mu.Lock()
+	st := Stats{Hits: c.hits, Misses: c.misses, BytesRead: c.read, Direct: c.direct != nil, Slots: len(c.slots), SlotBytes: c.slotBytes}
+	lat := slices.Clone(c.lat)
+	c.mu.Unlock()
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		st.ReadP50 = lat[(len(lat)-1)*50/100]
+		st.ReadP99 = lat[(len(lat)-1)*99/100]
+	}
+	return st
+}
+
+// Prefetch hints that layer il's experts will be acquired soon; it is
+// not implemented yet and does nothing.
+func (c *Cache) Prefetch(il int, experts []int) {}
+
+// load is one expert to read into slot s.
+type load struct {
+	s     int
+	exp   int
+	view  Expert
+	err   error
+	dur   time.Duration
+	bytes int64 // read from the file, alignment padding included
+}
+
+// Acquire makes layer il's experts resident, pins them and sets dst[i] to
+// expert experts[i]'s bytes, valid until Release(il, experts). The experts
+// must be distinct and at most Slots; missing ones are read in parallel.
+// On a read error no expert stays pinned and the error names the layer,
+// the expert and the offset.
+func (c *Cache) Acquire(il int, experts []int, dst []Expert) error {
+	if len(dst) < len(experts) {
+		return fmt.Errorf("expertcache: %d views for %d experts", len(dst), len(experts))
+	}
+	if il < 0 || il >= len(c.layers) {
+		return fmt.Errorf("expertcache: layer %d of %d", il, len(c.layers))
+	}
+	for i, e := range experts {
+		if e < 0 || e >= c.layers[il].Experts {
+			return fmt.Errorf("expertcache: layer %d: expert %d of %d", il, e, c.layers[il].Experts)
+		}
+		if slices.Contains(experts[:i], e) {
+			return fmt.Errorf("expertcache: layer %d: expert %d asked twice", il, e)
+		}
+	}
+	c.mu.Lock()
+	if len(experts) > len(c.slots) {
+		c.mu.Unlock()
+		return fmt.Errorf("expertcache: %d experts asked at once, the cache holds %d", len(experts), len(c.slots))
+	}
+	var loads []load
+	for {
+		if c.closed {
+			c.mu.Unlock()
+			return errors.New("expertcache: closed")
+		}
+		var ok bool
+		loads, ok = c.claim(il, experts, loads[:0])
+		if ok {
+			break
+		}
+		c.cond.Wait() // too few unpinned slots: wait for a Release
+	}
+	c.mu.Unlock()
+	if len(loads) > 0 {
+		c.readAll(il, loads)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var err error
+	for _, ld := range loads {
+		s := &c.slots[ld.s]
+		if ld.err != nil {
+			err = errors.Join(err, ld.err)
+			s.state = slotFailed
+			continue
+		}
+		s.state, s.view = slotReady, ld.view
+		c.read += ld.bytes
+		c.record(ld.dur)
+	}
+	if len(loads) > 0 {
+		c.cond.Broadcast()
+	}
+	// Wait for experts another caller is reading.
+	for err == nil {
+		waiting := false
+		for _, e := range experts {
+			switch c.slots[c.where[il][e]].state {
+			case slotFailed:
+				// Another caller's read failed: its error is ours.
+				err = fmt.Errorf("expertcache: %s: layer %d expert %d: a concurrent read failed", c.path, il, e)
+			case slotLoading:
+				waiting = true
+			}
+		}
+		if !waiting || err != nil {
+			break
+		}
+		c.cond.Wait()
+	}
+	if err != nil {
+		c.unpin(il, experts)
+		return err
+	}
+	for i, e := range experts {
+		dst[i] = c.slots[c.where[il][e]].view
+	}
+	return nil
+}
+
+// claim pins experts' slots, choosing a victim slot (marked loading) for
+// each missing one and appending it to loads. It pins nothing and returns
+// false when too few slots are free; c.mu is held.
+func (c *Cache) claim(il int, experts []int, loads []load) ([]load, bool) {
+	need := 0
+	for _, e := range experts {
+		if c.where[il][e] < 0 {
+			need++
+		}
+	}
+
+	if need > 0 {
+		free := 0
+		for i := range c.slots {
+			if c.slots[i].pins == 0 {
+				free++
+			}
+		}
+		// Resident experts asked for may sit in unpinned slots a victim
+		// search must not take; count them out.
+		for _, e := range experts {
+			if si := c.where[il][e]; si >= 0 && c.slots[si].pins == 0 {
+				free--
+			}
+		}
+		if free < need {
+			return loads, false
+		}
+	}
+	c.tick++
+	// Resident experts first: pinned, no victim search can take them.
+	for _, e := range experts {
+		si := int(c.where[il][e])
+		if si < 0 {
+			continue
+		}
+		s := &c.slots[si]
+		if s.state == slotFailed && s.pins == 0 {
+			// Its last read failed and nobody waits on it: read again.
+			*s = slot{state: slotLoading, layer: il, exp: e, pins: 1, used: c.tick}
+			c.misses++
+			loads = append(loads, load{s: si, exp: e})
+			continue
+		}
+		s.pins++
+		s.used = c.tick
+		c.hits++
+	}
+	for _, e := range experts {
+		if c.where[il][e] >= 0 {
+			continue
+		}
+		si := c.victim()
+		s := &c.slots[si]
+		if s.state != slotEmpty {
+			c.where[s.layer][s.exp] = -1
+		}
+		*s = slot{state: slotLoading, layer: il, exp: e, pins: 1, used: c.tick}
+		c.where[il][e] = int32(si)
+		c.misses++
+		loads = append(loads, load{s: si, exp: e})
+	}
+	return loads, true
+}
+
+// victim returns the unpinned slot to fill next: an empty one, else the
+// least recently used; c.mu is held and one exists.
+func (c *Cache) victim() int {
+	best := -1
+	for i := range c.slots {
+		s := &c.slots[i]
+		if s.pins != 0 {
+			continue
+		}
+		if s.state == slotEmpty || s.state == slotFailed {
+			return i
+		}
+		if best < 0 || s.used < c.slots[best].used {
+			best = i
+		}
+	}
+	return best
+}
+
+// unpin drops one pin of each of layer il's experts that is resident;
+// c.mu is held.
+func (c *Cache) unpin(il int, experts []int) {
+	for _, e := range experts {
+		if si := c.where[il][e]; si >= 0 && c.slots[si].pins > 0 {
+			c.slots[si].pins--
+		}
+	}
+	c.cond.Broadcast()
+}
+
+// Release unpins layer il's experts after the Acquire that pinned them.
+func (c *Cache) Release(il int, experts []int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.unpin(il, experts)
+}
+
+// record adds a read latency to the ring; c.mu is held.
+func (c *Cache) record(d time.Duration) {
+	if len(c.lat) < latencies {
+		c.lat = append(c.lat, d)
+		return
+	}
+	c.lat[c.latNext] = d
+	c.latNext = (c.latNext + 1) % latencies
+}
+
+// readAll reads loads in parallel, at most c.readers at once, setting
+// each slot's view or its load's error.
+func (c *Cache) readAll(il int, loads []load) {
+	if len(loads) == 1 {
+		c.readOne(il, &loads[0])
+		return
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, c.readers)
+	for i := range loads {
+		sem <- struct{}{}
+		wg.Go(func() {
+			c.readOne(il, &loads[i])
+			<-sem
+		})
+	}
+	wg.Wait()
+}
+
+// readOne reads one expert's three slices into its slot. The slot is
+// loading and pinned by the caller, so nothing else touches its bytes.
+func (c *Cache) readOne(il int, ld *load) {
+	start := time.Now()
+	l := c.layers[il]
+	mem := c.buf[int64(ld.s)*c.slotBytes : int64(ld.s+1)*c.slotBytes]
+	var views [3][]byte
+	var at int64
+	for i, sp := range []Span{l.Gate, l.Up, l.Down} {
+		off := sp.Offset + int64(ld.exp)*sp.Bytes
+		room := mem[at : at+spanRoom(sp.Bytes)]
+		at += spanRoom(sp.Bytes)
+		v, n, err := c.readSpan(room, off, sp.Bytes)
+		ld.bytes += n
+		if err != nil {
+			ld.err = fmt.Errorf("expertcache: %s: layer %d expert %d: reading %d bytes at offset %d: %w", c.path, il, ld.exp, sp.Bytes, off, err)
+			return
+		}
+		views[i] = v
+	}
+	ld.view = Expert{Gate: views[0], Up: views[1], Down: views[2]}
+	ld.dur = time.Since(start)
+}
+
+// errShort reports a file shorter than the model's layout says: it was
+// truncated or replaced after Open.
+var errShort = errors.New("short read: the file was truncated or changed")
+
+// readSpan reads the n bytes at off into room and returns them and the
+// bytes it read.
+func (c *Cache) readSpan(room []byte, off, n int64) ([]byte, int64, error) {
+	if fd := c.direct; fd != nil {
+		lo := alignDown(off)
+		hi := alignUp(off + n)
+		got, err := fd.ReadAt(room[:hi-lo], lo)
+		if int64(got) >= off+n-lo {
+			return room[off-lo : off-lo+n : off-lo+n], int64(got), nil
+		}
+		if err != nil && !isEOF(err) {
+			return nil, int64(got), err
+		}
+		return nil, int64(got), errShort
+	}
+	got, err := c.plain.ReadAt(room[:n], off)
+	if int64(got) == n {
+		return room[:n:n], n, nil
+	}
+	if err != nil && !isEOF(err) {
+		return nil, int64(got), err
+	}
+	return nil, int64(got), errShort
+}
+
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }

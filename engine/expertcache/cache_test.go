@@ -1,0 +1,354 @@
+package expertcache
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// byteAt is the test file's content at offset o.
+func byteAt(o int64) byte { return byte(o*2654435761>>13) ^ byte(o) }
+
+// testFile writes a file holding three layers of experts at unaligned
+// offsets (the middle one without routed experts) and returns its path
+// and layout.
+func testFile(t testing.TB, dir string) (string, []Layer) {
+	t.Helper()
+	layers := []Layer{
+		{Gate: Span{1000, 1500}, Up: Span{13000, 1500}, Down: Span{25000, 3000}, Experts: 8},
+		{},
+		{Gate: Span{50001, 777}, Up: Span{60003, 777}, Down: Span{70005, 999}, Experts: 8},
+	}
+	size := int64(70005 + 8*999)
+	b := make([]byte, size)
+	for o := range b {
+		b[o] = byteAt(int64(o))
+	}
+	path := filepath.Join(dir, "experts.bin")
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	return path, layers
+}
+
+// checkView fails unless v is expert e of layer l's bytes in the file.
+func checkView(t testing.TB, l Layer, e int, v Expert) {
+	t.Helper()
+	for i, p := range []struct {
+		sp Span
+		b  []byte
+	}{{l.Gate, v.Gate}, {l.Up, v.Up}, {l.Down, v.Down}} {
+		off := p.sp.Offset + int64(e)*p.sp.Bytes
+		if int64(len(p.b)) != p.sp.Bytes {
+			t.Fatalf("expert %d tensor %d: %d bytes, want %d", e, i, len(p.b), p.sp.Bytes)
+		}
+		for j, c := range p.b {
+			if c != byteAt(off+int64(j)) {
+				t.Fatalf("expert %d tensor %d: byte %d differs", e, i, j)
+			}
+		}
+	}
+}
+
+// pinned counts the cache's pinned slots.
+func pinned(c *Cache) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, s := range c.slots {
+		if s.pins != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func TestCacheReadsExperts(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprint("direct=", direct), func(t *testing.T) {
+			path, layers := testFile(t, t.TempDir())
+			c, err := Open(path, layers, Options{Slots: 4, Direct: direct})
+			require.NoError(t, err)
+			defer c.Close()
+			if !direct {
+				require.False(t, c.Stats().Direct)
+			}
+			dst := make([]Expert, 3)
+			for _, il := range []int{0, 2} {
+				exps := []int{7, 0, 3}
+				require.NoError(t, c.Acquire(il, exps, dst))
+				for i, e := range exps {
+					checkView(t, layers[il], e, dst[i])
+				}
+				c.Release(il, exps)
+			}
+			st := c.Stats()
+			require.Equal(t, int64(6), st.Misses)
+			require.Equal(t, SlotBytes(layers), st.SlotBytes)
+			require.Equal(t, 4, st.Slots)
+			require.Positive(t, st.ReadP99)
+			require.GreaterOrEqual(t, st.BytesRead, int64(3*(1500+1500+3000)+3*(777+777+999)))
+			require.Zero(t, pinned(c))
+		})
+	}
+}
+
+func TestCacheArgumentErrors(t *testing.T) {
+	path, layers := testFile(t, t.TempDir())
+	_, err := Open(path, layers, Options{Slots: 0})
+	require.Error(t, err)
+	bad := append([]Layer(nil), layers...)
+	bad[2].Down.Bytes = 5000
+	_, err = Open(path, bad, Options{Slots: 1})
+	require.ErrorContains(t, err, "outside the file")
+	c, err := Open(path, layers, Options{Slots: 2})
+	require.NoError(t, err)
+	defer c.Close()
+	dst := make([]Expert, 3)
+	require.ErrorContains(t, c.Acquire(0, []int{0, 1, 2}, dst), "holds 2")
+	require.Error(t, c.Acquire(0, []int{1, 1}, dst))
+	require.Error(t, c.Acquire(0, []int{8}, dst))
+	require.Error(t, c.Acquire(1, []int{0}, dst))
+	require.Error(t, c.Acquire(3, []int{0}, dst))
+	require.Zero(t, pinned(c))
+}
+
+// TestCacheEvictsLRU runs a 2-slot cache through a sequence whose hits
+// and misses only least-recently-used eviction explains.
+func TestCacheEvictsLRU(t *testing.T) {
+	path, layers := testFile(t, t.TempDir())
+	c, err := Open(path, layers, Options{Slots: 2})
+	require.NoError(t, err)
+	defer c.Close()
+	dst := make([]Expert, 2)
+	steps := []struct {
+		il   int
+		exps []int
+		hits int64 // cumulative
+	}{
+		{0, []int{0, 1}, 0},
+		{0, []int{0}, 1}, // 1 is now the least recently used
+		{0, []int{2}, 1}, // evicts 1
+		{0, []int{0}, 2},
+		{0, []int{1}, 2}, // evicts 2
+		{2, []int{1}, 2}, // another layer's expert 1: evicts 0
+		{0, []int{1}, 3},
+		{0, []int{0, 2}, 3},
+	}
+	for i, st := range steps {
+		require.NoError(t, c.Acquire(st.il, st.exps, dst), "step %d", i)
+		for k, e := range st.exps {
+			checkView(t, layers[st.il], e, dst[k])
+		}
+		c.Release(st.il, st.exps)
+		require.Equal(t, st.hits, c.Stats().Hits, "step %d", i)
+	}
+	require.Equal(t, int64(10-3), c.Stats().Misses)
+}
+
+// TestCachePinnedNeverEvicted holds one expert while others stream
+// through the remaining slot, and checks an Acquire needing the pinned
+// slot waits for its Release.
+func TestCachePinnedNeverEvicted(t *testing.T) {
+	path, layers := testFile(t, t.TempDir())
+	c, err := Open(path, layers, Options{Slots: 2})
+	require.NoError(t, err)
+	defer c.Close()
+	held := make([]Expert, 1)
+	require.NoError(t, c.Acquire(0, []int{5}, held))
+	dst := make([]Expert, 2)
+	for e := range 8 {
+		if e == 5 {
+			continue
+		}
+		require.NoError(t, c.Acquire(2, []int{e}, dst))
+		c.Release(2, []int{e})
+		checkView(t, layers[0], 5, held[0])
+	}
+	done := make(chan error)
+	go func() {
+		err := c.Acquire(0, []int{1, 2}, dst)
+		if err == nil {
+			c.Release(0, []int{1, 2})
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("Acquire of 2 experts returned (%v) while 1 of 2 slots was pinned", err)
+	default:
+	}
+	checkView(t, layers[0], 5, held[0])
+	c.Release(0, []int{5})
+	require.NoError(t, <-done)
+	require.Zero(t, pinned(c))
+}
+
+// TestCacheConcurrent acquires and releases random experts from several
+// goroutines (run it with -race), checking every view.
+func TestCacheConcurrent(t *testing.T) {
+	path, layers := testFile(t, t.TempDir())
+	c, err := Open(path, layers, Options{Slots: 6, Direct: true, Readers: 3})
+	require.NoError(t, err)
+	defer c.Close()
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			dst := make([]Expert, 3)
+			for range 300 {
+				il := []int{0, 2}[r.IntN(2)]
+				exps := r.Perm(8)[:1+r.IntN(3)]
+				if err := c.Acquire(il, exps, dst); err != nil {
+					t.Error(err)
+					return
+				}
+				for i, e := range exps {
+					checkView(t, layers[il], e, dst[i])
+				}
+				_ = c.Stats()
+				c.Release(il, exps)
+			}
+		})
+	}
+	wg.Wait()
+	require.Zero(t, pinned(c))
+	st := c.Stats()
+	require.Positive(t, st.Hits)
+	require.Positive(t, st.Misses)
+}
+
+// TestCacheNoLeakedSlots runs 10,000 random acquires and releases, then
+// checks no slot stayed pinned and the whole capacity can be acquired.
+func TestCacheNoLeakedSlots(t *testing.T) {
+	path, layers := testFile(t, t.TempDir())
+	c, err := Open(path, layers, Options{Slots: 3})
+	require.NoError(t, err)
+	defer c.Close()
+	r := rand.New(rand.NewPCG(7, 7))
+	dst := make([]Expert, 3)
+	asked := int64(3)
+	for range 10000 {
+		il := []int{0, 2}[r.IntN(2)]
+		exps := r.Perm(8)[:1+r.IntN(3)]
+		asked += int64(len(exps))
+		require.NoError(t, c.Acquire(il, exps, dst))
+		c.Release(il, exps)
+	}
+	require.Zero(t, pinned(c))
+	require.NoError(t, c.Acquire(2, []int{5, 6, 7}, dst))
+	require.Equal(t, 3, pinned(c))
+	c.Release(2, []int{5, 6, 7})
+	st := c.Stats()
+	require.Equal(t, asked, st.Hits+st.Misses)
+	require.Equal(t, 3, st.Slots)
+}
+
+// TestCacheTruncatedFile truncates the file under an open cache: reading
+// the experts that lay past the new end fails with an error naming the
+// layer, the expert and the offset and pins nothing; the others still
+// read, and the failed ones read again once the file is whole.
+func TestCacheTruncatedFile(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprint("direct=", direct), func(t *testing.T) {
+			path, layers := testFile(t, t.TempDir())
+			whole, err := os.ReadFile(path)
+			require.NoError(t, err)
+			c, err := Open(path, layers, Options{Slots: 3, Direct: direct})
+			require.NoError(t, err)
+			defer c.Close()
+			dst := make([]Expert, 3)
+			require.NoError(t, os.Truncate(path, 70005+6*999+10)) // cuts layer 2's experts 6 and 7
+			err = c.Acquire(2, []int{1, 7}, dst)
+			require.ErrorContains(t, err, "layer 2 expert 7")
+			require.ErrorContains(t, err, fmt.Sprint("offset ", 70005+7*999))
+			require.ErrorContains(t, err, "truncated")
+			require.Zero(t, pinned(c))
+			require.Error(t, c.Acquire(2, []int{6}, dst))
+			require.Zero(t, pinned(c))
+			for _, il := range []int{0, 2} {
+				exps := []int{0, 1, 2}
+				require.NoError(t, c.Acquire(il, exps, dst))
+				for i, e := range exps {
+					checkView(t, layers[il], e, dst[i])
+				}
+				c.Release(il, exps)
+			}
+			require.NoError(t, os.WriteFile(path, whole, 0o644))
+			require.NoError(t, c.Acquire(2, []int{6, 7}, dst))
+			checkView(t, layers[2], 6, dst[0])
+			checkView(t, layers[2], 7, dst[1])
+			c.Release(2, []int{6, 7})
+			require.Zero(t, pinned(c))
+		})
+	}
+}
+
+// TestCacheDirectFallback asks for O_DIRECT on a file system that
+// refuses it (tmpfs on older kernels; refused here by the opener): the
+// cache falls back to buffered reads and says so.
+func TestCacheDirectFallback(t *testing.T) {
+	refuse := func(string) *os.File { return nil }
+	dir := t.TempDir()
+	if shm, err := os.MkdirTemp("/dev/shm", "expertcache"); err == nil {
+		defer os.RemoveAll(shm)
+		dir = shm
+	}
+	path, layers := testFile(t, dir)
+	c, err := open(path, layers, Options{Slots: 2, Direct: true}, refuse)
+	require.NoError(t, err)
+	defer c.Close()
+	require.False(t, c.Stats().Direct)
+	dst := make([]Expert, 2)
+	require.NoError(t, c.Acquire(0, []int{3, 4}, dst))
+	checkView(t, layers[0], 3, dst[0])
+	checkView(t, layers[0], 4, dst[1])
+	c.Release(0, []int{3, 4})
+	require.Equal(t, int64(2*(1500+1500+3000)), c.Stats().BytesRead, "buffered reads read no padding")
+	if fd := openDirect(path); fd != nil {
+		fd.Close()
+		t.Logf("%s accepts O_DIRECT", dir)
+	}
+}
+
+// TestCacheDirectInUse checks Stats reports O_DIRECT where the file
+// system accepts it, and that direct reads count their padding.
+func TestCacheDirectInUse(t *testing.T) {
+	path, layers := testFile(t, t.TempDir())
+	fd := openDirect(path)
+	if fd == nil {
+		t.Skip("the temporary directory's file system refuses O_DIRECT")
+	}
+	fd.Close()
+	c, err := Open(path, layers, Options{Slots: 2, Direct: true})
+	require.NoError(t, err)
+	defer c.Close()
+	require.True(t, c.Stats().Direct)
+	dst := make([]Expert, 1)
+	require.NoError(t, c.Acquire(0, []int{3}, dst))
+	checkView(t, layers[0], 3, dst[0])
+	c.Release(0, []int{3})
+	require.Equal(t, int64(4*align), c.Stats().BytesRead, "expert 3's down spans two blocks")
+}
+
+// TestCacheAcquireHitsAllocateNothing checks that acquiring resident
+// experts allocates nothing, as a decode step needs.
+func TestCacheAcquireHitsAllocateNothing(t *testing.T) {
+	path, layers := testFile(t, t.TempDir())
+	c, err := Open(path, layers, Options{Slots: 4})
+	require.NoError(t, err)
+	defer c.Close()
+	exps, dst := []int{1, 2, 3}, make([]Expert, 3)
+	require.NoError(t, c.Acquire(0, exps, dst))
+	c.Release(0, exps)
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := c.Acquire(0, exps, dst); err != nil {
+			t.Fatal(err)
+		}
+		c.Release(0, exps)
+	})
+	require.Zero(t, allocs)
+}
