@@ -86,6 +86,7 @@ type File struct {
 	unmap  func() error
 	fd     *os.File // the mapped file, kept open for CheckSize; nil if not mapped
 	closed bool
+	after  []func() error // AtClose's functions
 }
 
 // Open memory-maps the file at path and parses it; tensor data is never
@@ -148,17 +149,28 @@ func open(path string, load func(*os.File, int) ([]byte, func() error, error), v
 // Close releases the mapping or memory; tensor slices must not be used
 // afterwards.
 func (f *File) Close() error {
-	if f.closed || f.unmap == nil {
-		f.closed = true
+	if f.closed {
 		return nil
 	}
 	f.closed = true
-	err := f.unmap()
+	var err error
+	for _, fn := range f.after {
+		err = errors.Join(err, fn())
+	}
+	f.after = nil
+	if f.unmap == nil {
+		return err
+	}
+	err = errors.Join(err, f.unmap())
 	if f.fd != nil {
 		err = errors.Join(err, f.fd.Close())
 	}
 	return err
 }
+
+// AtClose makes Close call fn first, for what was built over the file
+// (an expert cache reading it) and must end with it.
+func (f *File) AtClose(fn func() error) { f.after = append(f.after, fn) }
 
 // Holds reports whether addr is the address of a byte of the file's
 // buffer, as in the error of a memory fault reading it.
