@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/ds4-go/ds4/backends"
+	"github.com/ds4-go/ds4/engine/expertcache"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/internal/mmap"
 )
@@ -53,6 +54,8 @@ type scratch struct {
 	shu    []float32
 	moe    []float32
 	ps     []backends.Product
+	ids    []int                // Experts: the distinct experts of a chunk, streaming
+	views  []expertcache.Expert // their cache slots' bytes
 }
 
 // hugeScratch is the size in bytes from which a scratch buffer asks for
@@ -85,7 +88,8 @@ func newScratch(p layout.Params, n int) *scratch {
 		count: make([]int, p.Experts), first: make([]int, p.Experts), order: make([]int, slots), posOf: make([]int, slots),
 		xg: f(slots * p.Embd), g: f(slots * p.ExpertFF), u: f(slots * p.ExpertFF), mid: f(slots * p.ExpertFF), down: f(slots * p.Embd),
 		sh: f(n * shared), shu: f(n * shared), moe: f(p.Embd),
-		ps: make([]backends.Product, 0, 2*slots+p.OGroups+8),
+		ps:  make([]backends.Product, 0, 2*slots+p.OGroups+8),
+		ids: make([]int, 0, p.Experts), views: make([]expertcache.Expert, p.Experts),
 	}
 }
 
@@ -304,8 +308,9 @@ func (s *Session) attend(l *Layer, st *layerState, out, q []float32, mask []bool
 	s.be.Attend(out, q, rows, l.Sinks, s.m.kqScale())
 }
 
-// ffn runs the FFN sublayer (docs/formats/model.md#ffn) for a chunk of tokens.
-func (s *Session) ffn(il int, toks []int) {
+// ffn runs the FFN sublayer (docs/formats/model.md#ffn) for a chunk of
+// tokens; it fails only reading a streamed expert.
+func (s *Session) ffn(il int, toks []int) error {
 	m, p, sc, be := s.m, s.m.Params, s.s, s.be
 	l := &m.Layers[il]
 	n := len(toks)
@@ -327,13 +332,47 @@ func (s *Session) ffn(il int, toks []int) {
 	}
 	s.groupSlots(n * k)
 	// The shared expert's down projection lands in y (routed outputs are
-	// added per token below); it runs in the same job as every routed
-	// expert's gate and up. Each expert multiplies all the chunk's tokens
-	// routed to it, so its weights are read once per chunk; an expert with
-	// one token reads that token's row of f in place, which lets all the
-	// experts of a decode step share one quantized input.
+	// added per token below); it runs in the same job as the routed
+	// experts' gate and up products (the first group's, streaming).
 	ps := append(sc.ps[:0], backends.Product{Dst: sc.y[:n*p.Embd], W: l.ShDown, X: sc.sh[:n*shared], N: n})
-	ff, d := p.ExpertFF, p.Embd
+	d := p.Embd
+	if s.m.experts != nil {
+		if err := s.routedStreaming(il, l, f, ps, clamp); err != nil {
+			return err
+		}
+		s.observeExperts(il, n, f)
+	} else {
+		s.routedMapped(l, f, n, ps, clamp)
+		s.observeExperts(il, n, f)
+		s.downMapped(l)
+	}
+	// Each token sums its experts in routing order, whatever the grouping,
+	// so a chunk gives the same bits as decoding its tokens one by one.
+	for i := range n {
+		moe := sc.moe[:d]
+		clear(moe)
+		for slot := i * k; slot < (i+1)*k; slot++ {
+			j := sc.posOf[slot]
+			be.Add(moe, moe, sc.down[j*d:(j+1)*d])
+		}
+		y := sc.y[i*d : (i+1)*d]
+		be.Add(y, moe, y)
+	}
+	s.capture(il, n, false)
+	s.steer(il, n, false)
+	s.hcPostAll(n)
+	return nil
+}
+
+// routedMapped runs the gate and up products of the routed experts of the
+// chunk's n tokens on the mapped weights, in one job with ps (the shared
+// expert's down), then each slot's SwiGLU. Each expert multiplies all the
+// chunk's tokens routed to it, so its weights are read once per chunk; an
+// expert with one token reads that token's row of f in place, which lets
+// all the experts of a decode step share one quantized input.
+func (s *Session) routedMapped(l *Layer, f []float32, n int, ps []backends.Product, clamp float32) {
+	p, sc, be := s.m.Params, s.s, s.be
+	k, ff, d := p.ExpertsUsed, p.ExpertFF, p.Embd
 	for e, c := range sc.count {
 		if c == 0 {
 			continue
@@ -356,36 +395,36 @@ func (s *Session) ffn(il int, toks []int) {
 	}
 	be.MatMulBatch(ps)
 	s.eachToken(stepSwiGLU, l, n*k, clamp)
-	if s.opt.Experts != nil {
-		for slot, e := range sc.sel[:n*k] {
-			j := sc.posOf[slot]
-			i := slot / k
-			s.opt.Experts.ObserveExpert(il, e, f[i*d:(i+1)*d], sc.mid[j*ff:(j+1)*ff])
-		}
-	}
-	ps = ps[:0]
+}
+
+// downMapped runs the routed experts' down products on the mapped
+// weights.
+func (s *Session) downMapped(l *Layer) {
+	p, sc := s.m.Params, s.s
+	ff, d := p.ExpertFF, p.Embd
+	ps := sc.ps[:0]
 	for e, c := range sc.count {
 		if c != 0 {
 			j := sc.first[e]
 			ps = append(ps, backends.Product{Dst: sc.down[j*d : (j+c)*d], W: l.DownExps.Expert(e), X: sc.mid[j*ff : (j+c)*ff], N: c})
 		}
 	}
-	be.MatMulBatch(ps)
-	// Each token sums its experts in routing order, whatever the grouping,
-	// so a chunk gives the same bits as decoding its tokens one by one.
-	for i := range n {
-		moe := sc.moe[:d]
-		clear(moe)
-		for slot := i * k; slot < (i+1)*k; slot++ {
-			j := sc.posOf[slot]
-			be.Add(moe, moe, sc.down[j*d:(j+1)*d])
-		}
-		y := sc.y[i*d : (i+1)*d]
-		be.Add(y, moe, y)
+	s.be.MatMulBatch(ps)
+}
+
+// observeExperts shows the expert observer, if any, each routed-expert
+// evaluation of the chunk's n tokens, token by token in routing order.
+func (s *Session) observeExperts(il, n int, f []float32) {
+	if s.opt.Experts == nil {
+		return
 	}
-	s.capture(il, n, false)
-	s.steer(il, n, false)
-	s.hcPostAll(n)
+	p, sc := s.m.Params, s.s
+	k, ff, d := p.ExpertsUsed, p.ExpertFF, p.Embd
+	for slot, e := range sc.sel[:n*k] {
+		j := sc.posOf[slot]
+		i := slot / k
+		s.opt.Experts.ObserveExpert(il, e, f[i*d:(i+1)*d], sc.mid[j*ff:(j+1)*ff])
+	}
 }
 
 // groupSlots sorts the routing slots [0, slots) (token i's k-th expert is

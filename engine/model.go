@@ -8,6 +8,7 @@ import (
 	"math"
 
 	"github.com/ds4-go/ds4/backends"
+	"github.com/ds4-go/ds4/engine/expertcache"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/quant"
@@ -65,6 +66,9 @@ type Model struct {
 	OutHCScale []float32
 	OutNorm    []float32
 	Output     backends.Matrix
+
+	experts     *expertcache.Cache // the routed experts' cache when streaming (Stream), else nil
+	expertSlots int                // its slots
 }
 
 // Load binds a parsed GGUF as a DS4 model after validating its layout; it

@@ -275,7 +275,11 @@ func (s *Session) forward(tokens []int, all []float32) (err error) {
 		pos0 := len(s.tokens)
 		for il := range s.m.Layers {
 			s.attention(il, toks, pos0)
-			s.ffn(il, toks)
+			if err := s.ffn(il, toks); err != nil {
+				// The chunk's earlier layers are half-updated.
+				s.Reset()
+				return err
+			}
 			if s.layer != nil {
 				s.layer()
 			}

@@ -28,18 +28,24 @@ type tokenWork struct {
 	l     *Layer
 	step  tokenStep
 	clamp float32 // stepSwiGLU's clamp
+	lo    int     // the first token (or slot) of the job
 }
 
-// Run runs the step for token (or slot) i.
-func (w *tokenWork) Run(i int) { w.s.runStep(w, i) }
+// Run runs the step for token (or slot) lo+i.
+func (w *tokenWork) Run(i int) { w.s.runStep(w, w.lo+i) }
 
 // eachToken runs step for i in [0, n): in order here for a single token,
 // else on the backend's workers.
 func (s *Session) eachToken(step tokenStep, l *Layer, n int, clamp float32) {
+	s.eachTokenFrom(step, l, 0, n, clamp)
+}
+
+// eachTokenFrom is eachToken for i in [lo, lo+n).
+func (s *Session) eachTokenFrom(step tokenStep, l *Layer, lo, n int, clamp float32) {
 	w := &s.tw
-	w.s, w.l, w.step, w.clamp = s, l, step, clamp
+	w.s, w.l, w.step, w.clamp, w.lo = s, l, step, clamp, lo
 	if n == 1 {
-		s.runStep(w, 0)
+		s.runStep(w, lo)
 		return
 	}
 	s.be.Parallel(n, w)

@@ -1,0 +1,161 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/ds4-go/ds4/backends"
+	"github.com/ds4-go/ds4/engine/expertcache"
+)
+
+// StreamOptions configure SSD streaming of a model's routed experts.
+type StreamOptions struct {
+	Slots  int  // experts the cache holds, at least 1; more than the model has counts as all
+	Direct bool // read with O_DIRECT where the file system allows it
+}
+
+// ErrExpertRead reports that a step could not read a routed expert from
+// the model file while streaming (the file was truncated or changed, or
+// its disk failed); the session is reset and the model stays usable.
+var ErrExpertRead = errors.New("engine: reading a routed expert from the model file")
+
+// Stream switches the model, opened from the GGUF at path, to SSD
+// streaming: from then on the forward pass reads the routed experts
+// (every layer's GateExps, UpExps and DownExps) through an expert cache
+// of opt.Slots slots filled from the file, never from the model's
+// buffer. Call it before any session steps; closing the model's File
+// closes the cache.
+func (m *Model) Stream(path string, opt StreamOptions) error {
+	if m.experts != nil {
+		return errors.New("engine: the model already streams its experts")
+	}
+	if m.File == nil {
+		return errors.New("engine: streaming needs the model's GGUF")
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	if st.Size() != m.File.Size() {
+		return fmt.Errorf("engine: %s is %d bytes, the model's file %d: not the file it was opened from", path, st.Size(), m.File.Size())
+	}
+	layers, total, err := m.expertLayers()
+	if err != nil {
+		return err
+	}
+	slots := min(opt.Slots, total)
+	c, err := expertcache.Open(path, layers, expertcache.Options{Slots: slots, Direct: opt.Direct})
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	m.experts, m.expertSlots = c, slots
+	m.File.AtClose(m.closeExperts)
+	return nil
+}
+
+// ExpertCache returns the cache the model streams its routed experts
+// through, nil when it does not stream.
+func (m *Model) ExpertCache() *expertcache.Cache { return m.experts }
+
+// closeExperts closes the expert cache when the model's file closes.
+func (m *Model) closeExperts() error {
+	if m.experts == nil {
+		return nil
+	}
+	err := m.experts.Close()
+	m.experts = nil
+	return err
+}
+
+// ExpertLayers returns where each layer's routed experts lie in the
+// model's file, as the expert cache takes them, and the number of
+// experts of all layers.
+func (m *Model) ExpertLayers() ([]expertcache.Layer, int, error) { return m.expertLayers() }
+
+func (m *Model) expertLayers() ([]expertcache.Layer, int, error) {
+	layers := make([]expertcache.Layer, len(m.Layers))
+	total := 0
+	for il := range m.Layers {
+		l := &m.Layers[il]
+		var spans [3]expertcache.Span
+		for i, w := range []backends.Matrix{l.GateExps, l.UpExps, l.DownExps} {
+			t, ok := m.File.Tensor(w.Name)
+			if !ok {
+				return nil, 0, fmt.Errorf("engine: tensor %s: missing", w.Name)
+			}
+			if w.Experts != l.GateExps.Experts {
+				return nil, 0, fmt.Errorf("engine: tensor %s: %d experts, gate has %d", w.Name, w.Experts, l.GateExps.Experts)
+			}
+			spans[i] = expertcache.Span{Offset: int64(m.File.DataOffset + t.Offset), Bytes: int64(w.Rows * w.RowBytes)}
+		}
+		layers[il] = expertcache.Layer{Gate: spans[0], Up: spans[1], Down: spans[2], Experts: l.GateExps.Experts}
+		total += l.GateExps.Experts
+	}
+	return layers, total, nil
+}
+
+// expertView is w's one-expert matrix over the bytes b of a cache slot.
+func expertView(w backends.Matrix, b []byte) backends.Matrix {
+	w.Experts = 1
+	w.Data = b
+	return w
+}
+
+// routedStreaming runs the routed experts of layer il for the chunk's
+// n·k slots grouped by expert (sc.count, sc.first, sc.order) on the
+// expert cache: in groups of at most the cache's slots, each group's
+// experts acquired at once, their gate and up products (the first group's
+// job also carries ps, the shared expert's down), SwiGLU and down products
+// run on the slots' bytes, then released. Every product and every slot's
+// SwiGLU is the mapped path's over the same bytes, so the results are the
+// same bits.
+func (s *Session) routedStreaming(il int, l *Layer, f []float32, ps []backends.Product, clamp float32) error {
+	p, sc, be, c := s.m.Params, s.s, s.be, s.m.experts
+	k, ff, d := p.ExpertsUsed, p.ExpertFF, p.Embd
+	ids := sc.ids[:0]
+	for e, n := range sc.count {
+		if n != 0 {
+			ids = append(ids, e)
+		}
+	}
+	for g0 := 0; g0 < len(ids); g0 += s.m.expertSlots {
+		grp := ids[g0:min(len(ids), g0+s.m.expertSlots)]
+		views := sc.views[:len(grp)]
+		if err := c.Acquire(il, grp, views); err != nil {
+			return fmt.Errorf("%w: %w", ErrExpertRead, err)
+		}
+		if g0 > 0 {
+			ps = ps[:0]
+		}
+		for gi, e := range grp {
+			j, n := sc.first[e], sc.count[e]
+			var x []float32
+			if n == 1 {
+				i := sc.order[j] / k
+				x = f[i*d : (i+1)*d]
+			} else {
+				x = sc.xg[j*d : (j+n)*d]
+				for q := range n {
+					i := sc.order[j+q] / k
+					copy(x[q*d:(q+1)*d], f[i*d:(i+1)*d])
+				}
+			}
+			ps = append(ps,
+				backends.Product{Dst: sc.g[j*ff : (j+n)*ff], W: expertView(l.GateExps, views[gi].Gate), X: x, N: n},
+				backends.Product{Dst: sc.u[j*ff : (j+n)*ff], W: expertView(l.UpExps, views[gi].Up), X: x, N: n})
+		}
+		be.MatMulBatch(ps)
+		last := grp[len(grp)-1]
+		lo, hi := sc.first[grp[0]], sc.first[last]+sc.count[last]
+		s.eachTokenFrom(stepSwiGLU, l, lo, hi-lo, clamp)
+		ps = ps[:0]
+		for gi, e := range grp {
+			j, n := sc.first[e], sc.count[e]
+			ps = append(ps, backends.Product{Dst: sc.down[j*d : (j+n)*d], W: expertView(l.DownExps, views[gi].Down), X: sc.mid[j*ff : (j+n)*ff], N: n})
+		}
+		be.MatMulBatch(ps)
+		c.Release(il, grp)
+	}
+	return nil
+}
