@@ -11,8 +11,9 @@ import (
 
 // StreamOptions configure SSD streaming of a model's routed experts.
 type StreamOptions struct {
-	Slots  int  // experts the cache holds, at least 1; more than the model has counts as all
-	Direct bool // read with O_DIRECT where the file system allows it
+	Slots  int                // experts the cache holds, at least 1; more than the model has counts as all
+	Direct bool               // read with O_DIRECT where the file system allows it
+	Policy expertcache.Policy // eviction policy; the zero value is expertcache.Layered
 }
 
 // ErrExpertRead reports that a step could not read a routed expert from
@@ -45,7 +46,7 @@ func (m *Model) Stream(path string, opt StreamOptions) error {
 		return err
 	}
 	slots := min(opt.Slots, total)
-	c, err := expertcache.Open(path, layers, expertcache.Options{Slots: slots, Direct: opt.Direct})
+	c, err := expertcache.Open(path, layers, expertcache.Options{Slots: slots, Direct: opt.Direct, Policy: opt.Policy})
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}

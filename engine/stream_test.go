@@ -300,3 +300,36 @@ func BenchmarkStreamDecode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStreamPolicy measures the decode hit rate of each eviction
+// policy at several cache sizes on the tiny model (6 layers of 8 experts,
+// 3 used): a 64-token prompt, then 128 decode steps; run it with
+// -benchtime 1x.
+func BenchmarkStreamPolicy(b *testing.B) {
+	be := cpu.New(0)
+	defer be.Close()
+	path := tinyFile(b, layout.RecipeQ2)
+	toks := testTokens(192, 1024)
+	for _, slots := range []int{6, 12, 18, 24, 36} {
+		for _, pol := range []expertcache.Policy{expertcache.LRU, expertcache.LFU, expertcache.Layered} {
+			b.Run(fmt.Sprintf("slots=%d/%v", slots, pol), func(b *testing.B) {
+				m := openStreamed(b, path, Open, StreamOptions{Slots: slots, Policy: pol})
+				s, err := NewSession(m, be, Options{Context: 256})
+				require.NoError(b, err)
+				var hits, misses int64
+				for b.Loop() {
+					s.Reset()
+					require.NoError(b, s.Prefill(toks[:64]))
+					st0 := m.ExpertCache().Stats()
+					for _, tok := range toks[64:] {
+						require.NoError(b, s.Decode(tok))
+					}
+					st := m.ExpertCache().Stats()
+					hits += st.Hits - st0.Hits
+					misses += st.Misses - st0.Misses
+				}
+				b.ReportMetric(float64(hits)/float64(hits+misses), "hit-rate")
+			})
+		}
+	}
+}

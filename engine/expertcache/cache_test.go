@@ -120,7 +120,7 @@ func TestCacheArgumentErrors(t *testing.T) {
 // and misses only least-recently-used eviction explains.
 func TestCacheEvictsLRU(t *testing.T) {
 	path, layers := testFile(t, t.TempDir())
-	c, err := Open(path, layers, Options{Slots: 2})
+	c, err := Open(path, layers, Options{Slots: 2, Policy: LRU})
 	require.NoError(t, err)
 	defer c.Close()
 	dst := make([]Expert, 2)
@@ -147,6 +147,51 @@ func TestCacheEvictsLRU(t *testing.T) {
 		require.Equal(t, st.hits, c.Stats().Hits, "step %d", i)
 	}
 	require.Equal(t, int64(10-3), c.Stats().Misses)
+}
+
+// TestCacheEvictsLFU checks the frequency-aware policy keeps an expert
+// asked often over one asked once more recently.
+func TestCacheEvictsLFU(t *testing.T) {
+	path, layers := testFile(t, t.TempDir())
+	for _, pol := range []Policy{LRU, LFU} {
+		c, err := Open(path, layers, Options{Slots: 2, Policy: pol})
+		require.NoError(t, err)
+		dst := make([]Expert, 1)
+		for _, e := range []int{0, 0, 0, 1, 2, 0} {
+			require.NoError(t, c.Acquire(0, []int{e}, dst))
+			checkView(t, layers[0], e, dst[0])
+			c.Release(0, []int{e})
+		}
+		// LFU keeps 0 when 2 comes; LRU evicts it.
+		want := map[Policy]int64{LRU: 2, LFU: 3}[pol]
+		require.Equal(t, want, c.Stats().Hits, "%v", pol)
+		require.NoError(t, c.Close())
+	}
+}
+
+// TestCacheEvictsLayered checks the default policy evicts experts of
+// the layer whose turn comes last: after layer 2, layer 0 comes next.
+func TestCacheEvictsLayered(t *testing.T) {
+	path, layers := testFile(t, t.TempDir())
+	c, err := Open(path, layers, Options{Slots: 3})
+	require.NoError(t, err)
+	defer c.Close()
+	dst := make([]Expert, 2)
+	steps := []struct {
+		il   int
+		exps []int
+		hits int64 // cumulative
+	}{
+		{0, []int{0}, 0},
+		{2, []int{0, 1}, 0},
+		{2, []int{2}, 0}, // evicts a layer 2 expert (LRU: layer 0's)
+		{0, []int{0}, 1},
+	}
+	for i, st := range steps {
+		require.NoError(t, c.Acquire(st.il, st.exps, dst), "step %d", i)
+		c.Release(st.il, st.exps)
+		require.Equal(t, st.hits, c.Stats().Hits, "step %d", i)
+	}
 }
 
 // TestCachePinnedNeverEvicted holds one expert while others stream
