@@ -77,7 +77,8 @@ type Expert struct{ Gate, Up, Down []byte }
 
 // Stats are a cache's counters since Open.
 type Stats struct {
-	Hits, Misses     int64         // experts found resident or read, per Acquire
+	Hits, Misses     int64         // experts an Acquire found resident (or being prefetched) or had to read
+	Prefetched       int64         // experts read by Prefetch
 	BytesRead        int64         // bytes read from the file (alignment padding included)
 	ReadP50, ReadP99 time.Duration // latency of one expert's read, over recent reads
 	Direct           bool          // whether reads bypass the page cache (O_DIRECT)
@@ -133,6 +134,7 @@ type slot struct {
 	pins  int
 	used  uint64 // tick of the last Acquire that wanted it, for LRU
 	view  Expert
+	err   error // slotFailed: why
 }
 
 // Cache is an expert cache over one model file. Its methods are safe for
@@ -159,6 +161,8 @@ type Cache struct {
 	closed  bool
 	hits    int64
 	misses  int64
+	fetched int64          // experts read by Prefetch
+	bg      sync.WaitGroup // Prefetch's reads in flight
 	read    int64
 	lat     []time.Duration // ring of recent read latencies
 	latNext int
@@ -231,11 +235,15 @@ func open(path string, layers []Layer, opt Options, openDirect func(string) *os.
 // and no Acquire may run during it.
 func (c *Cache) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return nil
 	}
 	c.closed = true
+	c.mu.Unlock()
+	c.bg.Wait() // Prefetch's reads write into the buffer
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	err := c.plain.Close()
 	if c.direct != nil {
 		err = errors.Join(err, c.direct.Close())
@@ -248,7 +256,7 @@ func (c *Cache) Close() error {
 // Stats returns the cache's counters.
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
-	st := Stats{Hits: c.hits, Misses: c.misses, BytesRead: c.read, Direct: c.direct != nil, Slots: len(c.slots), SlotBytes: c.slotBytes}
+	st := Stats{Hits: c.hits, Misses: c.misses, Prefetched: c.fetched, BytesRead: c.read, Direct: c.direct != nil, Slots: len(c.slots), SlotBytes: c.slotBytes}
 	lat := slices.Clone(c.lat)
 	c.mu.Unlock()
 	if len(lat) > 0 {
@@ -259,9 +267,88 @@ func (c *Cache) Stats() Stats {
 	return st
 }
 
-// Prefetch hints that layer il's experts will be acquired soon; it is
-// not implemented yet and does nothing.
-func (c *Cache) Prefetch(il int, experts []int) {}
+// Prefetch starts reading those of layer il's experts that are not
+// resident into free slots, without waiting for the reads or pinning the
+// experts: an Acquire of them soon after finds them resident, or waits
+// for the read in flight. It reads only as many as it can place without
+// evicting an expert needed sooner (by the Layered policy's order; by
+// the others', any unpinned one), and ignores experts out of range.
+func (c *Cache) Prefetch(il int, experts []int) {
+	if il < 0 || il >= len(c.layers) {
+		return
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	var loads []load
+	for _, e := range experts {
+		if e < 0 || e >= c.layers[il].Experts || c.where[il][e] >= 0 {
+			continue
+		}
+		si := c.victim()
+		if si < 0 {
+			break
+		}
+		s := &c.slots[si]
+		if s.state != slotEmpty && s.state != slotFailed {
+			if c.policy == Layered && c.distance(s.layer) <= c.distance(il) {
+				break // every unpinned expert is needed before il's
+			}
+			c.where[s.layer][s.exp] = -1
+		} else if s.state == slotFailed {
+			c.where[s.layer][s.exp] = -1
+		}
+		c.tick++
+		*s = slot{state: slotLoading, layer: il, exp: e, pins: 1, used: c.tick}
+		c.where[il][e] = int32(si)
+		c.fetched++
+		loads = append(loads, load{s: si, exp: e})
+	}
+	if len(loads) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	c.bg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.bg.Done()
+		c.readAll(il, loads)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.finish(loads)
+		for _, ld := range loads {
+			c.slots[ld.s].pins--
+		}
+		c.cond.Broadcast()
+	}()
+}
+
+// distance is how many layers the forward pass runs, after the layer
+// being acquired, before layer il's turn: the Layered policy's order.
+func (c *Cache) distance(il int) int {
+	n := len(c.layers)
+	return (il - c.cur - 1 + n) % n
+}
+
+// finish marks loads' slots ready or failed and counts their reads and
+// returns the loads' errors joined; c.mu is held.
+func (c *Cache) finish(loads []load) error {
+	var err error
+	for _, ld := range loads {
+		s := &c.slots[ld.s]
+		if ld.err != nil {
+			err = errors.Join(err, ld.err)
+			s.state, s.err = slotFailed, ld.err
+			continue
+		}
+		s.state, s.view = slotReady, ld.view
+		c.read += ld.bytes
+		c.record(ld.dur)
+	}
+	return err
+}
 
 // load is one expert to read into slot s.
 type load struct {
@@ -317,18 +404,7 @@ func (c *Cache) Acquire(il int, experts []int, dst []Expert) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var err error
-	for _, ld := range loads {
-		s := &c.slots[ld.s]
-		if ld.err != nil {
-			err = errors.Join(err, ld.err)
-			s.state = slotFailed
-			continue
-		}
-		s.state, s.view = slotReady, ld.view
-		c.read += ld.bytes
-		c.record(ld.dur)
-	}
+	err := c.finish(loads)
 	if len(loads) > 0 {
 		c.cond.Broadcast()
 	}
@@ -336,10 +412,9 @@ func (c *Cache) Acquire(il int, experts []int, dst []Expert) error {
 	for err == nil {
 		waiting := false
 		for _, e := range experts {
-			switch c.slots[c.where[il][e]].state {
+			switch s := &c.slots[c.where[il][e]]; s.state {
 			case slotFailed:
-				// Another caller's read failed: its error is ours.
-				err = fmt.Errorf("expertcache: %s: layer %d expert %d: a concurrent read failed", c.path, il, e)
+				err = s.err // another caller's read failed: its error is ours
 			case slotLoading:
 				waiting = true
 			}
@@ -462,9 +537,7 @@ func (c *Cache) victim() int {
 func (c *Cache) evictsBefore(a, b *slot) bool {
 	if c.policy == Layered {
 		// Layers after cur come soonest; cur itself comes last.
-		n := len(c.layers)
-		da, db := (a.layer-c.cur-1+n)%n, (b.layer-c.cur-1+n)%n
-		if da != db {
+		if da, db := c.distance(a.layer), c.distance(b.layer); da != db {
 			return da > db
 		}
 	}

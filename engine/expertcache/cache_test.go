@@ -379,6 +379,94 @@ func TestCacheDirectInUse(t *testing.T) {
 	require.Equal(t, int64(4*align), c.Stats().BytesRead, "expert 3's down spans two blocks")
 }
 
+// TestCachePrefetch checks prefetched experts are then acquired as hits
+// with the right bytes, and a prefetch's read error reaches the Acquire
+// that waits on it.
+func TestCachePrefetch(t *testing.T) {
+	path, layers := testFile(t, t.TempDir())
+	whole, err := os.ReadFile(path)
+	require.NoError(t, err)
+	c, err := Open(path, layers, Options{Slots: 4})
+	require.NoError(t, err)
+	defer c.Close()
+	c.Prefetch(2, []int{1, 5, 1, 9, -1})
+	dst := make([]Expert, 2)
+	require.NoError(t, c.Acquire(2, []int{5, 1}, dst))
+	checkView(t, layers[2], 5, dst[0])
+	checkView(t, layers[2], 1, dst[1])
+	c.Release(2, []int{5, 1})
+	st := c.Stats()
+	require.Equal(t, [3]int64{2, 0, 2}, [3]int64{st.Hits, st.Misses, st.Prefetched})
+
+	require.NoError(t, os.Truncate(path, 70005+6*999+10))
+	c.Prefetch(2, []int{7})
+	err = c.Acquire(2, []int{7}, dst)
+	require.ErrorContains(t, err, "layer 2 expert 7")
+	require.ErrorContains(t, err, "truncated")
+	require.Zero(t, pinned(c))
+	require.NoError(t, os.WriteFile(path, whole, 0o644))
+	c.Prefetch(2, []int{7})
+	require.NoError(t, c.Acquire(2, []int{7}, dst))
+	checkView(t, layers[2], 7, dst[0])
+	c.Release(2, []int{7})
+	require.Zero(t, pinned(c))
+}
+
+// TestCachePrefetchKeepsSoonerLayers checks that with the Layered
+// policy a prefetch evicts no expert needed before its own layer's, nor
+// a pinned one.
+func TestCachePrefetchKeepsSoonerLayers(t *testing.T) {
+	path, layers := testFile(t, t.TempDir())
+	c, err := Open(path, layers, Options{Slots: 2})
+	require.NoError(t, err)
+	defer c.Close()
+	dst := make([]Expert, 1)
+	require.NoError(t, c.Acquire(2, []int{0}, dst))
+	c.Release(2, []int{0})
+	require.NoError(t, c.Acquire(0, []int{0}, dst)) // pinned
+	// The layer being run is 0: layer 2 comes before layer 0 again.
+	c.Prefetch(0, []int{3, 4})
+	c.Release(0, []int{0})
+	st := c.Stats()
+	require.Zero(t, st.Prefetched)
+	require.NoError(t, c.Acquire(2, []int{0}, dst))
+	c.Release(2, []int{0})
+	require.Equal(t, int64(1), c.Stats().Hits)
+}
+
+// TestCachePrefetchConcurrent mixes prefetches, acquires and a Close
+// with reads in flight (run it with -race).
+func TestCachePrefetchConcurrent(t *testing.T) {
+	path, layers := testFile(t, t.TempDir())
+	c, err := Open(path, layers, Options{Slots: 5, Direct: true})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 3))
+			dst := make([]Expert, 2)
+			for range 200 {
+				il := []int{0, 2}[r.IntN(2)]
+				c.Prefetch(il, r.Perm(8)[:3])
+				exps := r.Perm(8)[:1+r.IntN(2)]
+				if err := c.Acquire(il, exps, dst); err != nil {
+					t.Error(err)
+					return
+				}
+				for i, e := range exps {
+					checkView(t, layers[il], e, dst[i])
+				}
+				c.Release(il, exps)
+			}
+		})
+	}
+	wg.Wait()
+	require.Zero(t, pinned(c))
+	c.Prefetch(0, []int{0, 1, 2, 3, 4})
+	require.NoError(t, c.Close())
+	c.Prefetch(0, []int{5})
+}
+
 // TestCacheAcquireHitsAllocateNothing checks that acquiring resident
 // experts allocates nothing, as a decode step needs.
 func TestCacheAcquireHitsAllocateNothing(t *testing.T) {
