@@ -69,6 +69,7 @@ type Model struct {
 
 	experts     *expertcache.Cache // the routed experts' cache when streaming (Stream), else nil
 	expertSlots int                // its slots
+	prefetch    bool               // whether to read the hash layers' experts ahead
 }
 
 // Load binds a parsed GGUF as a DS4 model after validating its layout; it

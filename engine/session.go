@@ -272,6 +272,9 @@ func (s *Session) forward(tokens []int, all []float32) (err error) {
 				copy(x[h*p.Embd:(h+1)*p.Embd], x[:p.Embd])
 			}
 		}
+		if s.m.experts != nil && s.m.prefetch {
+			s.prefetchHash(toks)
+		}
 		pos0 := len(s.tokens)
 		for il := range s.m.Layers {
 			s.attention(il, toks, pos0)

@@ -14,6 +14,9 @@ type StreamOptions struct {
 	Slots  int                // experts the cache holds, at least 1; more than the model has counts as all
 	Direct bool               // read with O_DIRECT where the file system allows it
 	Policy expertcache.Policy // eviction policy; the zero value is expertcache.Layered
+	// NoPrefetch turns off reading the hash layers' experts, which the
+	// token ids name, ahead of their turn at the start of each chunk.
+	NoPrefetch bool
 }
 
 // ErrExpertRead reports that a step could not read a routed expert from
@@ -50,7 +53,7 @@ func (m *Model) Stream(path string, opt StreamOptions) error {
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
-	m.experts, m.expertSlots = c, slots
+	m.experts, m.expertSlots, m.prefetch = c, slots, !opt.NoPrefetch
 	m.File.AtClose(m.closeExperts)
 	return nil
 }
@@ -94,6 +97,31 @@ func (m *Model) expertLayers() ([]expertcache.Layer, int, error) {
 		total += l.GateExps.Experts
 	}
 	return layers, total, nil
+}
+
+// prefetchHash asks the expert cache to read ahead the experts the hash
+// layers will route toks to: they depend on the token ids alone.
+func (s *Session) prefetchHash(toks []int) {
+	p, sc := s.m.Params, s.s
+	k := p.ExpertsUsed
+	for il := range s.m.Layers {
+		l := &s.m.Layers[il]
+		if l.Tid2Eid == nil {
+			continue
+		}
+		// count marks the experts listed; groupSlots clears it later.
+		clear(sc.count)
+		ids := sc.ids[:0]
+		for _, t := range toks {
+			for _, e := range l.Tid2Eid[t*k : (t+1)*k] {
+				if sc.count[e] == 0 {
+					sc.count[e] = 1
+					ids = append(ids, int(e))
+				}
+			}
+		}
+		s.m.experts.Prefetch(il, ids)
+	}
 }
 
 // expertView is w's one-expert matrix over the bytes b of a cache slot.
