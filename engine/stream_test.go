@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -340,5 +341,56 @@ func BenchmarkStreamPolicy(b *testing.B) {
 				b.ReportMetric(float64(hits)/float64(hits+misses), "hit-rate")
 			})
 		}
+	}
+}
+
+// BenchmarkStreamFlash decodes a real-shape Flash slice, the GGUF named by
+// DS4_FLASH_STREAM (e.g. ds4-quant synth --preset flash --layers 4),
+// streaming its experts at several cache sizes: a 64-token prompt, then
+// 64 decode steps; run it with -benchtime 1x. It reports decode tokens/s,
+// the decode hit rate, MB read per decoded token and read latencies.
+func BenchmarkStreamFlash(b *testing.B) {
+	path := os.Getenv("DS4_FLASH_STREAM")
+	if path == "" {
+		b.Skip("DS4_FLASH_STREAM names no GGUF")
+	}
+	be := cpu.New(0)
+	defer be.Close()
+	for _, c := range []struct {
+		name string
+		opt  StreamOptions
+	}{
+		{"slots=150", StreamOptions{Slots: 150, Direct: true}},
+		{"slots=150/noprefetch", StreamOptions{Slots: 150, Direct: true, NoPrefetch: true}},
+		{"slots=150/lru", StreamOptions{Slots: 150, Direct: true, Policy: expertcache.LRU}},
+		{"slots=150/buffered", StreamOptions{Slots: 150}},
+		{"slots=400", StreamOptions{Slots: 400, Direct: true}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			m, err := Open(path)
+			require.NoError(b, err)
+			defer m.File.Close()
+			require.NoError(b, m.Stream(path, c.opt))
+			s, err := NewSession(m, be, Options{Context: 256})
+			require.NoError(b, err)
+			toks := testTokens(128, m.Params.Vocab)
+			for b.Loop() {
+				s.Reset()
+				require.NoError(b, s.Prefill(toks[:64]))
+				st0 := m.ExpertCache().Stats()
+				start := time.Now()
+				for _, tok := range toks[64:] {
+					require.NoError(b, s.Decode(tok))
+				}
+				el := time.Since(start)
+				st := m.ExpertCache().Stats()
+				b.ReportMetric(64/el.Seconds(), "tok/s")
+				b.ReportMetric(float64(st.Hits-st0.Hits)/float64(st.Hits-st0.Hits+st.Misses-st0.Misses), "hit-rate")
+				b.ReportMetric(float64(st.BytesRead-st0.BytesRead)/64/1e6, "MB/tok")
+				b.ReportMetric(float64(st.ReadP50.Microseconds()), "p50-µs")
+				b.ReportMetric(float64(st.ReadP99.Microseconds()), "p99-µs")
+				b.Logf("%+v", st)
+			}
+		})
 	}
 }

@@ -75,7 +75,10 @@ func (p Policy) String() string {
 // Release that matches the Acquire that returned it.
 type Expert struct{ Gate, Up, Down []byte }
 
-// Stats are a cache's counters since Open.
+// Stats are a cache's counters since Open. An expert Prefetch read ahead
+// counts as a hit when acquired, so Hits/(Hits+Misses) is the share of
+// acquired experts no Acquire had to wait to read; the experts read from
+// the file are Misses+Prefetched.
 type Stats struct {
 	Hits, Misses     int64         // experts an Acquire found resident (or being prefetched) or had to read
 	Prefetched       int64         // experts read by Prefetch
