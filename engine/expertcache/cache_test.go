@@ -461,6 +461,7 @@ func TestCachePrefetchConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	c.bg.Wait() // prefetches pin their slots while reading
 	require.Zero(t, pinned(c))
 	c.Prefetch(0, []int{0, 1, 2, 3, 4})
 	require.NoError(t, c.Close())
