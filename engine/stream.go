@@ -44,7 +44,7 @@ func (m *Model) Stream(path string, opt StreamOptions) error {
 	if st.Size() != m.File.Size() {
 		return fmt.Errorf("engine: %s is %d bytes, the model's file %d: not the file it was opened from", path, st.Size(), m.File.Size())
 	}
-	layers, total, err := m.expertLayers()
+	layers, total, err := m.ExpertLayers()
 	if err != nil {
 		return err
 	}
@@ -73,11 +73,9 @@ func (m *Model) closeExperts() error {
 }
 
 // ExpertLayers returns where each layer's routed experts lie in the
-// model's file, as the expert cache takes them, and the number of
-// experts of all layers.
-func (m *Model) ExpertLayers() ([]expertcache.Layer, int, error) { return m.expertLayers() }
-
-func (m *Model) expertLayers() ([]expertcache.Layer, int, error) {
+// model's file, as the expert cache takes them (expertcache.SlotBytes of
+// it is the size of one slot), and the number of experts of all layers.
+func (m *Model) ExpertLayers() ([]expertcache.Layer, int, error) {
 	layers := make([]expertcache.Layer, len(m.Layers))
 	total := 0
 	for il := range m.Layers {
