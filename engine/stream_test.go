@@ -201,6 +201,42 @@ func TestStreamTruncatedFile(t *testing.T) {
 	require.Equal(t, bitsOf32(want["prefill"]), bitsOf32(got["prefill"]))
 }
 
+// TestStreamManyTokensLeakNothing decodes many tokens through a 5-slot
+// cache, then checks no slot stayed pinned: all five can be acquired at
+// once.
+func TestStreamManyTokensLeakNothing(t *testing.T) {
+	be := cpu.New(2)
+	defer be.Close()
+	path := tinyFile(t, layout.RecipeQ2)
+	m := openStreamed(t, path, Open, StreamOptions{Slots: 5})
+	s, err := NewSession(m, be, Options{Context: 1024})
+	require.NoError(t, err)
+	toks := testTokens(600, m.Params.Vocab)
+	require.NoError(t, s.Prefill(toks[:100]))
+	for _, tok := range toks[100:] {
+		require.NoError(t, s.Decode(tok))
+	}
+	c := m.ExpertCache()
+	done := make(chan error, 1)
+	go func() {
+		exps := []int{0, 1, 2, 3, 4}
+		err := c.Acquire(1, exps, make([]expertcache.Expert, 5))
+		if err == nil {
+			c.Release(1, exps)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a slot stayed pinned: acquiring every slot blocks")
+	}
+	st := c.Stats()
+	require.Equal(t, 5, st.Slots)
+	require.Positive(t, st.Misses)
+}
+
 // TestStreamDecodeAllocatesNothing checks a streaming decode step whose
 // experts are resident allocates nothing.
 func TestStreamDecodeAllocatesNothing(t *testing.T) {
