@@ -107,15 +107,20 @@ func (s *Session) prefetchHash(toks []int) {
 		if l.Tid2Eid == nil {
 			continue
 		}
-		// count marks the experts listed; groupSlots clears it later.
+		// count marks the experts needed (groupSlots clears it later);
+		// they are listed in expert order, the order of the layer's groups,
+		// so that a cache smaller than the chunk's experts prefetches the
+		// first group.
 		clear(sc.count)
-		ids := sc.ids[:0]
 		for _, t := range toks {
 			for _, e := range l.Tid2Eid[t*k : (t+1)*k] {
-				if sc.count[e] == 0 {
-					sc.count[e] = 1
-					ids = append(ids, int(e))
-				}
+				sc.count[e] = 1
+			}
+		}
+		ids := sc.ids[:0]
+		for e, c := range sc.count {
+			if c != 0 {
+				ids = append(ids, e)
 			}
 		}
 		s.m.experts.Prefetch(il, ids)

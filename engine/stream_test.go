@@ -114,14 +114,15 @@ func TestStreamLogitsBitIdentical(t *testing.T) {
 
 // TestStreamPrefillReadsEachExpertOnce checks that one prefill chunk
 // reads each expert it needs once, whatever the cache size: the groups of
-// a layer are disjoint and no expert is asked twice. (With prefetch on
-// and a small cache a prefetched expert may be evicted and read again.)
+// a layer are disjoint, no expert is asked twice, and the hash layers'
+// prefetch reads the first group's experts only.
 func TestStreamPrefillReadsEachExpertOnce(t *testing.T) {
 	be := cpu.New(2)
 	defer be.Close()
 	path := tinyFile(t, layout.RecipeQ2)
-	for _, slots := range []int{1, 2, 3, 8, 48} {
-		m := openStreamed(t, path, Open, StreamOptions{Slots: slots, NoPrefetch: slots < 48})
+	for _, opt := range []StreamOptions{{Slots: 1}, {Slots: 2}, {Slots: 3}, {Slots: 8}, {Slots: 48}, {Slots: 3, NoPrefetch: true}} {
+		slots := opt.Slots
+		m := openStreamed(t, path, Open, opt)
 		log := &expertLog{layers: make([][][3]uint64, m.Params.Layers)}
 		s, err := NewSession(m, be, Options{Context: 256, Experts: log})
 		require.NoError(t, err)
