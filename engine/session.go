@@ -51,8 +51,9 @@ type layerState struct {
 // Session is one inference timeline over a model: the token history, the
 // per-layer caches and the logits of the last token. It is not safe for
 // concurrent use. A step that faults reading the model's mapping (the file
-// truncated under the process) returns an error wrapping ErrModelFault
-// and leaves the session reset.
+// truncated under the process) returns an error wrapping ErrModelFault,
+// and one that cannot read a streamed expert (Model.Stream) an error
+// wrapping ErrExpertRead; either leaves the session reset.
 type Session struct {
 	m      *Model
 	be     backends.Backend
