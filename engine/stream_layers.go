@@ -4,6 +4,7 @@ import (
 	"github.com/ds4-go/ds4/engine/expertcache"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/gguf"
+	"github.com/ds4-go/ds4/internal/mmap"
 )
 
 // ExpertLayers returns where each layer's routed experts lie in the model
@@ -56,6 +57,42 @@ func ResidentBytes(m *Model) int64 {
 	var n int64
 	for _, t := range ResidentTensors(m) {
 		n += int64(t.Size)
+	}
+	return n
+}
+
+// PinResident keeps the resident tensors of ResidentTensors in memory so
+// that expert reads never evict them: it locks them (mlock), or, where
+// RLIMIT_MEMLOCK or the system refuses, reads them in with MADV_WILLNEED
+// and a touch of every page (mmap.PinRegions). The embedding is left out:
+// a token reads one row of it, which the mapping faults in on demand, and
+// on Flash it is a gigabyte better spent on the expert cache.
+func PinResident(m *Model) *mmap.Pin { return mmap.PinRegions(residentRegions(m)) }
+
+// residentRegions returns the mapped bytes of the tensors PinResident
+// holds.
+func residentRegions(m *Model) [][]byte {
+	var out [][]byte
+	for _, t := range ResidentTensors(m) {
+		if t.Name != embeddingTensor {
+			out = append(out, m.File.TensorData(t))
+		}
+	}
+	return out
+}
+
+// embeddingTensor is the token embedding's name, which PinResident leaves
+// to the mapping.
+const embeddingTensor = "token_embd.weight"
+
+// PinnedBytes returns the bytes PinResident holds: the resident tensors
+// but the embedding.
+func PinnedBytes(m *Model) int64 {
+	var n int64
+	for _, t := range ResidentTensors(m) {
+		if t.Name != embeddingTensor {
+			n += int64(t.Size)
+		}
 	}
 	return n
 }

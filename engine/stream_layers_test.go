@@ -4,11 +4,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ds4-go/ds4/convert/synth"
 	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/internal/mmap"
 )
 
 // TestExpertLayers checks that the spans ExpertLayers computes hold, in
@@ -63,4 +65,64 @@ func TestExpertLayers(t *testing.T) {
 		sum += int64(ti.Size)
 	}
 	require.Equal(t, sum, ResidentBytes(m))
+}
+
+// TestPinResident pins the resident tensors of a mapped synthetic model:
+// locked, or populated with the reason where locking is refused. The
+// pinned regions, rounded out to whole pages as the kernel locks them,
+// reach into no expert stack but for the part of a page it shares with
+// a resident neighbour at either end.
+func TestPinResident(t *testing.T) {
+	p := layout.Tiny()
+	p.Vocab = 1024
+	tab, err := tables()
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	_, err = synth.WriteFile(path, synth.Options{Params: p, Recipe: layout.RecipeQ2, Seed: 5, Tables: tab})
+	require.NoError(t, err)
+	m, err := Open(path)
+	require.NoError(t, err)
+	defer m.File.Close()
+
+	pin := PinResident(m)
+	defer pin.Unpin()
+	require.Equal(t, PinnedBytes(m), pin.Bytes)
+	require.Less(t, pin.Bytes, ResidentBytes(m), "the embedding is left out")
+	if pin.How == mmap.Populated {
+		require.Error(t, pin.Err)
+		t.Logf("locking refused, populated: %v", pin.Err)
+	} else {
+		require.Equal(t, mmap.Locked, pin.How)
+	}
+
+	// File offsets of the mapped bytes, from the mapping's base (page
+	// aligned, offset 0 of the file).
+	t0 := m.File.Tensors[0]
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(m.File.TensorData(t0)))) - uintptr(m.File.DataOffset+t0.Offset)
+	page := int64(os.Getpagesize())
+	type span struct{ lo, hi int64 }
+	var stacks []span
+	for _, l := range ExpertLayers(m) {
+		for _, s := range []struct{ off, n int64 }{{l.Gate.Offset, l.Gate.Bytes}, {l.Up.Offset, l.Up.Bytes}, {l.Down.Offset, l.Down.Bytes}} {
+			stacks = append(stacks, span{s.off, s.off + int64(l.Experts)*s.n})
+		}
+	}
+	regions := residentRegions(m)
+	require.Len(t, regions, len(ResidentTensors(m))-1)
+	for _, r := range regions {
+		lo := int64(uintptr(unsafe.Pointer(unsafe.SliceData(r))) - base)
+		hi := lo + int64(len(r))
+		lo, hi = lo/page*page, (hi+page-1)/page*page
+		for _, s := range stacks {
+			// The overlap must lie in the stack's first or last page.
+			olo, ohi := max(lo, s.lo), min(hi, s.hi)
+			if olo >= ohi {
+				continue
+			}
+			first := (s.lo + page - 1) / page * page
+			last := s.hi / page * page
+			require.True(t, ohi <= first || olo >= last,
+				"pinned [%d,%d) reaches into expert stack [%d,%d) at [%d,%d)", lo, hi, s.lo, s.hi, olo, ohi)
+		}
+	}
 }
