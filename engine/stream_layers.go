@@ -96,3 +96,20 @@ func PinnedBytes(m *Model) int64 {
 	}
 	return n
 }
+
+// ScratchMemory returns the bytes of a session's scratch buffers for
+// chunks of n tokens (n = min(PrefillChunk, context) once a long prompt
+// has run): the activations of every sublayer and the routed experts'
+// inputs and outputs.
+func ScratchMemory(p layout.Params, n int) int64 {
+	hcd := p.HC * p.Embd
+	w := 2 * p.HeadDim
+	slots := n * p.ExpertsUsed
+	floats := n*(2*hcd+p.HCMix()+p.HC+p.HC*p.HC+3*p.Embd+p.QLoraRank+2*p.Heads*p.HeadDim+p.HeadDim+
+		2*w+4*p.IndexerDim+p.IndexerHeads*p.IndexerDim+p.IndexerHeads+p.OGroups*p.OLoraRank+p.Experts+
+		2*p.ExpertFF*p.SharedExperts) +
+		p.HCMix() + 2*p.Embd + w + p.Experts +
+		slots*(1+2*p.Embd+3*p.ExpertFF)
+	ints := 3*slots + 2*p.Experts
+	return 4*int64(floats) + 8*int64(ints)
+}

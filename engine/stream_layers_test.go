@@ -3,6 +3,7 @@ package engine
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"unsafe"
 
@@ -124,5 +125,26 @@ func TestPinResident(t *testing.T) {
 			require.True(t, ohi <= first || olo >= last,
 				"pinned [%d,%d) reaches into expert stack [%d,%d) at [%d,%d)", lo, hi, s.lo, s.hi, olo, ohi)
 		}
+	}
+}
+
+// TestScratchMemory sums the buffers newScratch allocates and checks
+// ScratchMemory's count of them, for one token and for a chunk.
+func TestScratchMemory(t *testing.T) {
+	for _, n := range []int{1, 7, 64} {
+		sc := reflect.ValueOf(newScratch(layout.Tiny(), n)).Elem()
+		var got int64
+		for i := range sc.NumField() {
+			f := sc.Field(i)
+			if f.Kind() == reflect.Slice {
+				switch f.Type().Elem().Kind() {
+				case reflect.Float32:
+					got += 4 * int64(f.Len())
+				case reflect.Int:
+					got += 8 * int64(f.Len())
+				}
+			}
+		}
+		require.Equal(t, got, ScratchMemory(layout.Tiny(), n), "n=%d", n)
 	}
 }
