@@ -128,9 +128,9 @@ func TestUpstream(t *testing.T) {
 		{args: []string{"--mtp", "mtp.gguf"}, err: "--mtp mtp.gguf: not in this build: MTP speculative decoding"},
 		{args: []string{"-mtp-draft", "2"}, err: "--mtp-draft 2: not in this build"},
 		{args: []string{"--mtp-margin=3"}, err: "--mtp-margin 3: not in this build"},
-		{args: []string{"--ssd-streaming", "--ssd-streaming-cache-experts", "20GB"}, notices: []string{
-			"prog: --ssd-streaming: ignored: this build memory-maps the weights",
-			"prog: --ssd-streaming-cache-experts 20GB: ignored",
+		{args: []string{"--ssd-streaming-cold", "--ssd-streaming-preload-experts", "20"}, notices: []string{
+			"prog: --ssd-streaming-cold: ignored: this build's --ssd-streaming has no hot-expert preload",
+			"prog: --ssd-streaming-preload-experts 20: ignored",
 		}},
 	} {
 		fs := testFlags()

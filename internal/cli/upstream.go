@@ -50,14 +50,14 @@ func Backends() []Upstream {
 
 // Tuning are upstream's performance and memory flags, which leave the
 // results unchanged and have no meaning on this build's CPU backend.
+// --ssd-streaming and --ssd-streaming-cache-experts are real flags here
+// (AddStreaming); the rest of upstream's SSD streaming flags are not.
 func Tuning() []Upstream {
-	const ssd = "ignored: this build memory-maps the weights and the kernel pages them in from disk"
+	const ssd = "ignored: this build's --ssd-streaming has no hot-expert preload and no simulated memory pressure"
 	return []Upstream{
 		{Name: "quality", Kind: Ignored, Why: "ignored: the CPU kernels are always the exact ones"},
 		{Name: "power", Arg: "N", Kind: Ignored, Why: "ignored: it sets upstream's GPU duty cycle, and this build runs on the CPU at full speed"},
-		{Name: "ssd-streaming", Kind: Ignored, Why: ssd},
 		{Name: "ssd-streaming-cold", Kind: Ignored, Why: ssd},
-		{Name: "ssd-streaming-cache-experts", Arg: "N", Kind: Ignored, Why: ssd},
 		{Name: "ssd-streaming-preload-experts", Arg: "N", Kind: Ignored, Why: ssd},
 		{Name: "simulate-used-memory", Arg: "SIZE", Kind: Ignored, Why: ssd},
 		{Name: "prefill-chunk", Arg: "N", Kind: Ignored, Why: "ignored: the CPU backend sizes its own prefill chunks"},
