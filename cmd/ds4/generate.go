@@ -36,6 +36,7 @@ type genFlags struct {
 	steerFile                         string
 	steerFFN, steerAttn               float64
 	steer                             *engine.Steering // loaded with the model
+	ssd                               *cli.Streaming
 }
 
 func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h replHooks) (err error) {
@@ -67,6 +68,7 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h rep
 	fs.MarkHidden("sys")
 	im := addImatrixFlags(fs)
 	perplexity := fs.String("perplexity-file", "", "score FILE's plain text teacher-forced after a 32-token prefix and print its NLL and perplexity")
+	g.ssd = cli.AddStreaming(fs)
 	cli.AddUpstream(fs, upstreamFlags()...)
 	if err := cli.Parse(fs, args); err != nil {
 		return cli.Usage(err)
@@ -182,7 +184,11 @@ func runOneShot(g *genFlags, text string, stdout, stderr io.Writer, h replHooks)
 		stop = "eos"
 	}
 	tr.event("end turn=1 generated=%d stop=%s", gen.Tokens, stop)
-	fmt.Fprintf(stderr, "ds4: prefill: %.2f t/s, generation: %.2f t/s\n", float64(len(ids))/prefillTime.Seconds(), float64(gen.Tokens)/gen.Elapsed.Seconds())
+	ssd := ""
+	if st, ok := cli.ExpertStats(m); ok {
+		ssd = "; " + cli.StreamSummary(st, len(ids)+gen.Tokens)
+	}
+	fmt.Fprintf(stderr, "ds4: prefill: %.2f t/s, generation: %.2f t/s%s\n", float64(len(ids))/prefillTime.Seconds(), float64(gen.Tokens)/gen.Elapsed.Seconds(), ssd)
 	return nil
 }
 
@@ -236,6 +242,9 @@ func (g *genFlags) validate(fs *pflag.FlagSet) error {
 	}
 	// A model's own context, which may be smaller, openModel checks.
 	if err := cli.Context(fs, "ctx", g.ctx); err != nil {
+		return err
+	}
+	if err := g.ssd.Check(); err != nil {
 		return err
 	}
 	switch {
@@ -309,6 +318,9 @@ func (g *genFlags) openModel(stderr io.Writer) (*engine.Model, error) {
 			name = "the built-in tiny model"
 		}
 		return nil, cli.Usage(fmt.Errorf("--ctx %d: must be at most %d, the context length of %s", g.ctx, max, name))
+	}
+	if _, err := g.ssd.StartStreaming(m, opened, cli.StreamSetup{Context: g.ctx}, "ds4", stderr); err != nil {
+		return nil, err
 	}
 	if g.warm {
 		m.WarmWeights(stderr, "ds4")

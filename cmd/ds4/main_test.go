@@ -195,8 +195,8 @@ func TestUpstreamSpellings(t *testing.T) {
 		{[]string{"-temp", "0"}, nil},
 		{[]string{"-temp=0", "-sys", "You are a helpful assistant"}, nil},
 		{[]string{"--temp", "0", "--cpu", "--backend", "cpu"}, nil},
-		{[]string{"--temp", "0", "--power", "50", "--quality", "--ssd-streaming", "--prefill-chunk", "512"}, []string{
-			"ds4: --power 50: ignored", "ds4: --quality: ignored", "ds4: --ssd-streaming: ignored", "ds4: --prefill-chunk 512: ignored",
+		{[]string{"--temp", "0", "--power", "50", "--quality", "--ssd-streaming-cold", "--prefill-chunk", "512"}, []string{
+			"ds4: --power 50: ignored", "ds4: --quality: ignored", "ds4: --ssd-streaming-cold: ignored", "ds4: --prefill-chunk 512: ignored",
 		}},
 	} {
 		code, out, errOut := runCmd("", append(base, c.args...)...)
