@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ds4-go/ds4/engine/expertcache"
 )
 
 // Raw-HTTP tests: error shapes, limits, authentication, cancellation and
@@ -209,6 +212,57 @@ func TestMetrics(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)
 		}
+	}
+}
+
+// TestMetricsExperts checks the SSD streaming expert cache's counters in
+// /metrics: absent when the model does not stream its experts, and with
+// their values and the bytes read per token evaluated when it does.
+func TestMetricsExperts(t *testing.T) {
+	st := expertcache.Stats{Hits: 30, Misses: 10, BytesRead: 7 << 20, ReadP50: 1500 * time.Microsecond, ReadP99: 4 * time.Millisecond, Direct: true, Slots: 289, SlotBytes: 7424000}
+	for _, c := range []struct {
+		name    string
+		experts func() (expertcache.Stats, bool)
+		want    []string
+	}{
+		{"none", nil, nil},
+		{"not streaming", func() (expertcache.Stats, bool) { return expertcache.Stats{}, false }, nil},
+		{"streaming", func() (expertcache.Stats, bool) { return st, true }, []string{
+			"ds4_ssd_expert_hits_total 30", "ds4_ssd_expert_misses_total 10", "ds4_ssd_expert_hit_ratio 0.75",
+			"ds4_ssd_read_bytes_total 7340032", "# TYPE ds4_ssd_read_bytes_per_token gauge",
+			"ds4_ssd_cache_slots 289", "ds4_ssd_cache_slot_bytes 7424000", "ds4_ssd_direct_io 1",
+			`ds4_ssd_read_seconds{quantile="0.5"} 0.0015`, `ds4_ssd_read_seconds{quantile="0.99"} 0.004`,
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ts, _ := scriptServer(t, func(cfg *Config) { cfg.Experts = c.experts }, "one two three")
+			post(t, ts.url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"think":false}`)
+			status, body := get(t, ts.url+"/metrics")
+			if status != 200 {
+				t.Fatal(status)
+			}
+			if c.want == nil {
+				if strings.Contains(body, "ds4_ssd_") {
+					t.Errorf("metrics show the expert cache without streaming:\n%s", body)
+				}
+				return
+			}
+			for _, want := range c.want {
+				if !strings.Contains(body, want) {
+					t.Errorf("metrics lack %q:\n%s", want, body)
+				}
+			}
+			// Bytes per token: 7 MiB over the tokens evaluated.
+			var in, out, per float64
+			for _, line := range strings.Split(body, "\n") {
+				fmt.Sscanf(line, "ds4_prefill_tokens_total %g", &in)
+				fmt.Sscanf(line, "ds4_tokens_out_total %g", &out)
+				fmt.Sscanf(line, "ds4_ssd_read_bytes_per_token %g", &per)
+			}
+			if in+out == 0 || math.Abs(per-float64(7<<20)/(in+out)) > 1e-6*per {
+				t.Errorf("bytes per token %g, want %d over %g+%g tokens", per, 7<<20, in, out)
+			}
+		})
 	}
 }
 

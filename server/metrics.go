@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ds4-go/ds4/engine/expertcache"
 )
 
 // metrics are the server's counters, exported in the Prometheus text
@@ -166,6 +168,11 @@ func (s *Server) serveMetrics(w http.ResponseWriter) {
 		metric(c.name, c.typ, c.help)
 		fmt.Fprintf(&b, "%s %v\n", c.name, c.v)
 	}
+	if s.cfg.Experts != nil {
+		if st, ok := s.cfg.Experts(); ok {
+			writeExpertMetrics(&b, st, m.prefillTokens.Load()+m.completionToks.Load())
+		}
+	}
 	metric("ds4_tool_memory_ids", "gauge", "Tool-call ids in the exact replay memory.")
 	fmt.Fprintf(&b, "ds4_tool_memory_ids %d\n", ids)
 	metric("ds4_tool_memory_blocks", "gauge", "Distinct DSML blocks in the exact replay memory.")
@@ -174,4 +181,39 @@ func (s *Server) serveMetrics(w http.ResponseWriter) {
 	fmt.Fprintf(&b, "ds4_tool_memory_bytes %d\n", bytes)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Write([]byte(b.String()))
+}
+
+// writeExpertMetrics writes the SSD streaming expert cache's counters to
+// b; tokens is the tokens evaluated so far (prefilled and generated), the
+// denominator of the bytes read per token.
+func writeExpertMetrics(b *strings.Builder, st expertcache.Stats, tokens int64) {
+	hit, perToken := 0.0, 0.0
+	if n := st.Hits + st.Misses; n > 0 {
+		hit = float64(st.Hits) / float64(n)
+	}
+	if tokens > 0 {
+		perToken = float64(st.BytesRead) / float64(tokens)
+	}
+	direct := 0
+	if st.Direct {
+		direct = 1
+	}
+	for _, c := range []struct {
+		name, typ, help string
+		v               any
+	}{
+		{"ds4_ssd_expert_hits_total", "counter", "Routed-expert requests served from the SSD streaming cache.", st.Hits},
+		{"ds4_ssd_expert_misses_total", "counter", "Routed-expert requests read from the model file.", st.Misses},
+		{"ds4_ssd_expert_hit_ratio", "gauge", "Share of routed-expert requests served from the cache.", hit},
+		{"ds4_ssd_read_bytes_total", "counter", "Bytes read from the model file into the expert cache.", st.BytesRead},
+		{"ds4_ssd_read_bytes_per_token", "gauge", "Bytes read into the expert cache per token evaluated (prefilled or generated).", perToken},
+		{"ds4_ssd_cache_slots", "gauge", "Experts the cache holds.", st.Slots},
+		{"ds4_ssd_cache_slot_bytes", "gauge", "Bytes of one cache slot (an expert's gate, up and down slices).", st.SlotBytes},
+		{"ds4_ssd_direct_io", "gauge", "1 when misses are read with O_DIRECT, 0 for buffered reads.", direct},
+	} {
+		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n%s %v\n", c.name, c.help, c.name, c.typ, c.name, c.v)
+	}
+	fmt.Fprintf(b, "# HELP ds4_ssd_read_seconds Latency of one expert's read on a miss.\n# TYPE ds4_ssd_read_seconds summary\n")
+	fmt.Fprintf(b, "ds4_ssd_read_seconds{quantile=\"0.5\"} %v\n", st.ReadP50.Seconds())
+	fmt.Fprintf(b, "ds4_ssd_read_seconds{quantile=\"0.99\"} %v\n", st.ReadP99.Seconds())
 }

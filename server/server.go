@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/expertcache"
 	"github.com/ds4-go/ds4/engine/kvcache"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 )
@@ -140,6 +141,10 @@ type Config struct {
 	Trace io.Writer
 	// Log receives operational messages; nil discards them.
 	Log *log.Logger
+	// Experts, when set, returns the expert cache's counters and true
+	// while the model streams its routed experts from disk
+	// (--ssd-streaming); /metrics shows them.
+	Experts func() (expertcache.Stats, bool)
 	// LargeRequests bounds the requests with a body or rendered prompt of
 	// LargeRequestBytes or more that are decoded and tokenized at once
 	// (others wait); 0 means runtime.GOMAXPROCS.
