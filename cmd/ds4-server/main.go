@@ -39,6 +39,7 @@ import (
 
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/expertcache"
 	"github.com/ds4-go/ds4/engine/kvcache"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/internal/cli"
@@ -96,6 +97,7 @@ type options struct {
 	steerFile                                string
 	steerFFN, steerAttn                      float32 // resolved scales; both 0 means no steering
 	rawFFN, rawAttn                          float64 // the scales as given
+	ssd                                      *cli.Streaming
 }
 
 // flagSet returns the flag set that parses into o, holding the defaults.
@@ -133,6 +135,7 @@ func (o *options) flagSet() *pflag.FlagSet {
 	fs.StringVar(&o.steerFile, "dir-steering-file", "", "directional steering vector FILE (.f32)")
 	fs.Float64Var(&o.rawFFN, "dir-steering-ffn", 0, "steering scale at the FFN output in [-100, 100] (1 when only a file is given)")
 	fs.Float64Var(&o.rawAttn, "dir-steering-attn", 0, "steering scale at the attention output in [-100, 100]")
+	o.ssd = cli.AddStreaming(fs)
 	cli.AddUpstream(fs, upstreamFlags()...)
 	return fs
 }
@@ -175,6 +178,9 @@ func (o *options) check(fs *pflag.FlagSet, stderr io.Writer) error {
 		return err
 	}
 	if err := cli.Threads(fs, o.threads); err != nil {
+		return err
+	}
+	if err := o.ssd.Check(); err != nil {
 		return err
 	}
 	for _, c := range []struct {
@@ -300,6 +306,9 @@ func openModel(o *options, stderr io.Writer) (m *engine.Model, name string, tiny
 	if max := m.Params.ContextLength; max > 0 && o.ctx > max {
 		return nil, "", false, cli.Usage(fmt.Errorf("--ctx %d: must be at most %d, the context length of %s", o.ctx, max, name))
 	}
+	if _, err := o.ssd.StartStreaming(m, opened, cli.StreamSetup{Context: o.ctx, Sessions: 1}, "ds4-server", stderr); err != nil {
+		return nil, "", false, err
+	}
 	if o.warm {
 		m.WarmWeights(stderr, "ds4-server")
 	}
@@ -331,6 +340,7 @@ func newServer(o *options, l *loaded, trace io.Writer, logger *log.Logger, stder
 		ToolMemoryIDs:    toolIDs,
 		Trace:            trace,
 		Log:              logger,
+		Experts:          func() (expertcache.Stats, bool) { return cli.ExpertStats(l.m) },
 	}
 	if o.kvDir != "" {
 		store, mgr, err := openKVCache(o, l.m, l.tok, l.sess, stderr, func(key []byte) []kvcache.ToolEntry { return srv.ToolEntries(key) })
