@@ -9,12 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ds4-go/ds4/convert/synth"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/internal/cli/clitest"
@@ -327,4 +329,39 @@ func TestHelpConvention(t *testing.T) {
 	}, func(args []string, stdout, stderr io.Writer) int {
 		return run(args, strings.NewReader(""), stdout, stderr)
 	})
+}
+
+// TestSSDStreamingFlags runs ds4 with --ssd-streaming: a usage error for
+// the built-in tiny model, which has no file, and for a bad size; on a
+// model file, the start line with the split and the same greedy output as
+// without streaming.
+func TestSSDStreamingFlags(t *testing.T) {
+	t.Chdir(t.TempDir())
+	base := []string{"-p", "Hello", "-n", "4", "--nothink", "--ctx", "128", "--temp", "0"}
+	code, _, errOut := runCmd("", append(base, "--ssd-streaming")...)
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, "--ssd-streaming reads the experts from the model file: give one with -m")
+	code, _, errOut = runCmd("", append(base, "--ssd-streaming-cache-experts", "4GiB")...)
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, "--ssd-streaming-cache-experts 4GiB: needs --ssd-streaming")
+	code, _, errOut = runCmd("", append(base, "--ssd-streaming", "--ssd-streaming-cache-experts", "lots")...)
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, "--ssd-streaming-cache-experts lots: want bytes with a unit")
+
+	p := layout.Tiny()
+	_, err := synth.WriteFile("tiny.gguf", synth.Options{Params: p, Recipe: layout.RecipeQ2, Seed: 5})
+	require.NoError(t, err)
+	model := append(base, "-m", "tiny.gguf")
+	code, want, errOut := runCmd("", model...)
+	require.Equal(t, 0, code, errOut)
+	for _, size := range []string{"", "2", "1MiB"} {
+		args := append(slices.Clone(model), "--ssd-streaming")
+		if size != "" {
+			args = append(args, "--ssd-streaming-cache-experts", size)
+		}
+		code, out, errOut := runCmd("", args...)
+		require.Equal(t, 0, code, "%s: %s", size, errOut)
+		require.Equal(t, want, out, size)
+		require.Regexp(t, `ds4: ssd streaming: resident [0-9.]+ MiB \((mlock|populate)\), expert cache [0-9.]+ MiB = [0-9]+ experts of [0-9.]+ MiB`, errOut)
+	}
 }

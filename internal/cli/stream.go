@@ -166,13 +166,13 @@ func (s *Streaming) StartStreaming(m *engine.Model, path string, setup StreamSet
 		st.Slots = int(st.Split.Cache / st.SlotBytes)
 	}
 	used := m.Params.ExpertsUsed
-	if st.Slots < used {
-		if s.Cache != "" {
-			return nil, Usage(FlagError(s.fs, "ssd-streaming-cache-experts", "%d experts of %s: a token needs %d of one layer at once", st.Slots, MiB(st.SlotBytes), used))
-		}
+	switch {
+	case st.Slots < used && s.Cache == "":
 		fmt.Fprintf(stderr, "%s: ssd streaming: the memory left (%s of %s, %s) holds %d experts; using the minimum, %d\n",
 			prog, MiB(st.Split.Cache), MiB(st.Split.Memory), st.Source, st.Slots, used)
 		st.Slots = used
+	case st.Slots < 1:
+		return nil, Usage(FlagError(s.fs, "ssd-streaming-cache-experts", "holds no expert of %s", MiB(st.SlotBytes)))
 	}
 	st.Slots = min(st.Slots, total)
 	if err := m.Stream(path, engine.StreamOptions{Slots: st.Slots, Direct: true}); err != nil {

@@ -114,7 +114,8 @@ func TestStartStreaming(t *testing.T) {
 		{name: "experts", args: []string{"--ssd-streaming", "--ssd-streaming-cache-experts", "7"}, path: path, slots: 7},
 		{name: "bytes", args: []string{"--ssd-streaming", "--ssd-streaming-cache-experts", strconv.FormatInt(9*slot+1, 10) + "B"}, path: path, slots: 9},
 		{name: "all", args: []string{"--ssd-streaming", "--ssd-streaming-cache-experts", "100000"}, path: path, slots: total},
-		{name: "too few", args: []string{"--ssd-streaming", "--ssd-streaming-cache-experts", "1"}, path: path, err: "a token needs", usage: true},
+		{name: "one", args: []string{"--ssd-streaming", "--ssd-streaming-cache-experts", "1"}, path: path, slots: 1},
+		{name: "too few", args: []string{"--ssd-streaming", "--ssd-streaming-cache-experts", "1KiB"}, path: path, err: "holds no expert of", usage: true},
 		{name: "default", args: []string{"--ssd-streaming"}, path: path, slots: 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
