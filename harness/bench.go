@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/expertcache"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 )
 
@@ -114,7 +115,13 @@ type BenchRow struct {
 	GenTPSCIHi     float64 `parquet:"gen_tps_ci_hi"`
 	PrefillSeconds float64 `parquet:"prefill_seconds"`
 	GenSeconds     float64 `parquet:"gen_seconds"`
-	Repeats        int64   `parquet:"-"`
+	// The SSD streaming expert cache over the frontier's work (all
+	// repeats); 0 when the model does not stream its experts.
+	SSDHitRate       float64 `parquet:"ssd_hit_rate"`
+	SSDBytesPerToken float64 `parquet:"ssd_bytes_per_token"`
+	SSDReadP50MS     float64 `parquet:"ssd_read_p50_ms"`
+	SSDReadP99MS     float64 `parquet:"ssd_read_p99_ms"`
+	Repeats          int64   `parquet:"-"`
 	// Probe holds the greedy tokens decoded at the frontier (the same in
 	// every repeat); it is not written out.
 	Probe []int `parquet:"-"`
@@ -135,6 +142,10 @@ type Bench struct {
 	// Progress, when set, is called with the number of tokens evaluated
 	// by each prefill interval or decode step.
 	Progress func(tokens int)
+	// Experts, when set, returns the expert cache's counters and true
+	// while the model streams its experts (--ssd-streaming); the rows'
+	// ssd_ columns come from it.
+	Experts func() (expertcache.Stats, bool)
 }
 
 // Work returns the number of tokens a sweep evaluates, for progress bars.
@@ -181,6 +192,7 @@ func (b *Bench) Run(ctx context.Context) ([]BenchRow, error) {
 		row := BenchRow{CtxTokens: int64(f), PrefillTokens: int64(f - prev), GenTokens: int64(c.GenTokens), Repeats: int64(c.Repeat)}
 		pre := make([]float64, 0, c.Repeat)
 		gen := make([]float64, 0, c.Repeat)
+		st0, streaming := b.experts()
 		var snap *engine.Snapshot
 		for r := range c.Repeat {
 			if err := ctx.Err(); err != nil {
@@ -225,6 +237,9 @@ func (b *Bench) Run(ctx context.Context) ([]BenchRow, error) {
 		_, row.GenTPSSD = meanSD(gen)
 		row.PrefillTPS, row.PrefillTPSCILo, row.PrefillTPSCIHi = meanCI(pre)
 		row.GenTPS, row.GenTPSCILo, row.GenTPSCIHi = meanCI(gen)
+		if st1, ok := b.experts(); streaming && ok {
+			row.setSSD(st0, st1, c.Repeat*(f-prev+c.GenTokens))
+		}
 		rows = append(rows, row)
 		if b.Row != nil {
 			if err := b.Row(row); err != nil {
@@ -237,6 +252,31 @@ func (b *Bench) Run(ctx context.Context) ([]BenchRow, error) {
 		prev = f
 	}
 	return rows, nil
+}
+
+// experts returns the expert cache's counters, if the model streams its
+// experts.
+func (b *Bench) experts() (expertcache.Stats, bool) {
+	if b.Experts == nil {
+		return expertcache.Stats{}, false
+	}
+	return b.Experts()
+}
+
+// setSSD sets the row's ssd_ columns from the cache's counters before
+// (st0) and after (st1) the frontier's work of tokens tokens evaluated:
+// hit rate and bytes per token over that work, and the read latency
+// quantiles the cache reports at its end.
+func (r *BenchRow) setSSD(st0, st1 expertcache.Stats, tokens int) {
+	hits, misses := st1.Hits-st0.Hits, st1.Misses-st0.Misses
+	if hits+misses > 0 {
+		r.SSDHitRate = float64(hits) / float64(hits+misses)
+	}
+	if tokens > 0 {
+		r.SSDBytesPerToken = float64(st1.BytesRead-st0.BytesRead) / float64(tokens)
+	}
+	r.SSDReadP50MS = float64(st1.ReadP50) / float64(time.Millisecond)
+	r.SSDReadP99MS = float64(st1.ReadP99) / float64(time.Millisecond)
 }
 
 // rewind puts the session back at the previous frontier (empty at the

@@ -9,11 +9,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/expertcache"
 	"github.com/ds4-go/ds4/engine/sample"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 )
@@ -233,4 +235,59 @@ func TestMeanSD(t *testing.T) {
 	m, sd = meanSD([]float64{3})
 	require.Equal(t, 3.0, m)
 	require.Zero(t, sd)
+}
+
+// TestBenchSSDColumns runs a sweep whose Experts reports counters that
+// grow by a fixed step per call: each row's ssd_ columns are the step's
+// hit rate and bytes over the frontier's tokens, and the latency the
+// cache reports; without Experts, or while it says the model does not
+// stream, they stay 0.
+func TestBenchSSDColumns(t *testing.T) {
+	m, err := tiny()
+	require.NoError(t, err)
+	be := cpu.New(2)
+	defer be.Close()
+	cfg := BenchConfig{CtxStart: 16, CtxMax: 32, StepIncr: 16, StepMul: 1, GenTokens: 4, Repeat: 2}
+	require.NoError(t, cfg.Normalize())
+	toks := benchTokens(t, 32)
+	for _, c := range []struct {
+		name      string
+		streaming bool
+		set       bool
+	}{
+		{"streaming", true, true},
+		{"not streaming", false, true},
+		{"no experts", false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := engine.NewSession(m, be, engine.Options{Context: cfg.CtxAlloc})
+			require.NoError(t, err)
+			b := &Bench{Session: s, Tokens: toks, EOS: 1, Config: cfg}
+			var st expertcache.Stats
+			if c.set {
+				b.Experts = func() (expertcache.Stats, bool) {
+					out := st
+					// Each call (one before, one after a frontier)
+					// moves the counters on: 3 hits, 1 miss, 4000 bytes.
+					st.Hits, st.Misses, st.BytesRead = st.Hits+3, st.Misses+1, st.BytesRead+4000
+					st.ReadP50, st.ReadP99 = 1500*time.Microsecond, 6*time.Millisecond
+					return out, c.streaming
+				}
+			}
+			rows, err := b.Run(context.Background())
+			require.NoError(t, err)
+			require.Len(t, rows, 2)
+			for _, r := range rows {
+				if !c.streaming {
+					require.Zero(t, r.SSDHitRate+r.SSDBytesPerToken+r.SSDReadP50MS+r.SSDReadP99MS)
+					continue
+				}
+				// 2 repeats of 16 prefilled and 4 generated tokens.
+				require.InDelta(t, 0.75, r.SSDHitRate, 1e-12)
+				require.InDelta(t, 4000.0/40, r.SSDBytesPerToken, 1e-12)
+				require.InDelta(t, 1.5, r.SSDReadP50MS, 1e-12)
+				require.InDelta(t, 6.0, r.SSDReadP99MS, 1e-12)
+			}
+		})
+	}
 }
