@@ -37,6 +37,7 @@ import (
 
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/expertcache"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/harness"
@@ -104,6 +105,7 @@ type benchFlags struct {
 	cfg                                          harness.BenchConfig
 	steerFile                                    string
 	steerFFN, steerAttn                          float64
+	ssd                                          *cli.Streaming
 }
 
 func parseBench(args []string, stdout, stderr io.Writer) (*benchFlags, *pflag.FlagSet, error) {
@@ -137,6 +139,7 @@ func parseBench(args []string, stdout, stderr io.Writer) (*benchFlags, *pflag.Fl
 	fs.MarkHidden("tokens")
 	fs.StringVar(&f.system, "sys", f.system, "upstream's spelling of --system")
 	fs.MarkHidden("sys")
+	f.ssd = cli.AddStreaming(fs)
 	cli.AddUpstream(fs, upstreamFlags()...)
 	if err := cli.Parse(fs, args); err != nil {
 		return nil, fs, err
@@ -145,6 +148,9 @@ func parseBench(args []string, stdout, stderr io.Writer) (*benchFlags, *pflag.Fl
 		return nil, fs, cli.Usage(err)
 	}
 	if err := f.validate(fs); err != nil {
+		return nil, fs, cli.Usage(err)
+	}
+	if err := f.ssd.Check(); err != nil {
 		return nil, fs, cli.Usage(err)
 	}
 	f.cfg.Repeat = f.repeat
@@ -261,6 +267,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if max := m.Params.ContextLength; max > 0 && f.cfg.CtxAlloc > max {
 		return cli.Usage(fmt.Errorf("--ctx-alloc %d: the model's context length is %d", f.cfg.CtxAlloc, max))
 	}
+	streamed, err := f.ssd.StartStreaming(m, modelPath, cli.StreamSetup{Context: f.cfg.CtxAlloc}, "ds4-bench", stderr)
+	if err != nil {
+		return err
+	}
+	defer streamed.Stop()
 	if f.warm {
 		m.WarmWeights(stderr, "ds4-bench")
 	}
@@ -287,7 +298,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	rows, runErr := sweep(ctx, f, &harness.Bench{Session: s, Tokens: ids, EOS: tok.Special(tokenizer.EOS), Config: f.cfg}, stdout, stderr)
+	rows, runErr := sweep(ctx, f, &harness.Bench{Session: s, Tokens: ids, EOS: tok.Special(tokenizer.EOS), Config: f.cfg,
+		Experts: func() (expertcache.Stats, bool) { return cli.ExpertStats(m) }}, stdout, stderr)
 	if f.cfg.Repeat > 1 {
 		for _, r := range rows {
 			fmt.Fprintf(stderr, "ds4-bench: ctx %d: prefill %.2f ± %.2f t/s (95%% CI [%.2f, %.2f]), generation %.2f ± %.2f t/s (95%% CI [%.2f, %.2f]) (%d runs; ± the SD)\n",

@@ -114,6 +114,7 @@ type evalFlags struct {
 	threads, questions, pauseMS                             int
 	warm, think, nothink, plain                             bool
 	cfg                                                     harness.EvalConfig
+	ssd                                                     *cli.Streaming
 }
 
 func parseFlags(args []string, stdout, stderr io.Writer) (*evalFlags, error) {
@@ -142,6 +143,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*evalFlags, error) {
 	fs.BoolVar(&f.plain, "plain", false, "plain streamed output (always, in this build)")
 	fs.StringVar(&f.parquet, "parquet", "", "write one Parquet row per question under DIR/eval/model=…/date=…/")
 	fs.StringVar(&f.hash, "hash", string(harness.DefaultHash), "model fingerprint in the Parquet run metadata: sha256, quick or none")
+	f.ssd = cli.AddStreaming(fs)
 	cli.AddUpstream(fs, upstreamFlags()...)
 	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
@@ -150,6 +152,9 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*evalFlags, error) {
 		return nil, cli.Usage(err)
 	}
 	if err := f.validate(fs); err != nil {
+		return nil, cli.Usage(err)
+	}
+	if err := f.ssd.Check(); err != nil {
 		return nil, cli.Usage(err)
 	}
 	return f, nil
@@ -256,6 +261,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	memBytes, rawRows, compRows := engine.ContextMemory(m.Params, ctxSize)
 	fmt.Fprintf(stderr, "ds4-eval: context buffers %.2f MiB (ctx=%d, backend=cpu, raw_kv_rows=%d, compressed_kv_rows=%d)\n",
 		float64(memBytes)/(1<<20), ctxSize, rawRows, compRows)
+	streamed, err := f.ssd.StartStreaming(m, modelPath, cli.StreamSetup{Context: ctxSize}, "ds4-eval", stderr)
+	if err != nil {
+		return err
+	}
+	defer streamed.Stop()
 
 	be := cpu.New(f.threads)
 	defer be.Close()
