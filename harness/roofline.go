@@ -545,6 +545,8 @@ type RooflineRecord struct {
 	Machine
 	Traffic
 	Speed
+	Disk
+	SSDLimit
 	DecodeLimitTPS       float64 `parquet:"decode_limit_tps"`
 	PrefillMACsInt8      int64   `parquet:"prefill_macs_int8"`  // PrefillWork's, per token of the timed prefill
 	PrefillMACsQ8_0      int64   `parquet:"prefill_macs_q8_0"`  // PrefillWork's, per token of the timed prefill

@@ -8,6 +8,7 @@ import (
 	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/expertcache"
 )
 
 // RooflineOptions configures RunRoofline.
@@ -22,6 +23,14 @@ type RooflineOptions struct {
 	Ops           bool          // time each matrix product of the decode steps
 	Step          func(string)  // when set, called with a line naming each probe as it starts
 	Bar           BarFunc       // when set, the progress bars of the model's runs
+	// DiskPath, when set, is the model file the disk probe reads
+	// (ProbeDisk with Disk).
+	DiskPath string
+	Disk     DiskConfig
+	// Experts, when set, returns the expert cache's counters and true
+	// while the model streams its experts (--ssd-streaming): the speed
+	// run's hit rate gives the SSD streaming speed of light.
+	Experts func() (expertcache.Stats, bool)
 }
 
 // BarFunc starts a progress bar, labelled label, that counts total tokens,
@@ -55,6 +64,14 @@ type Roofline struct {
 	PrefillRounds []PrefillRound
 	Ops           []DecodeOp
 	OpStep        time.Duration // the decode step's time when Ops were timed
+	Disk          Disk          // zero when not probed
+	// Streaming says the speed run streamed the experts from disk, with
+	// HitRate its expert cache's hit rate; ExpertRequests are the routed
+	// experts a token requests and ExpertBytes the bytes of one.
+	Streaming      bool
+	HitRate        float64
+	ExpertRequests int
+	ExpertBytes    int64
 }
 
 // LockError is the error of a run that could not pin the weights in
@@ -106,6 +123,14 @@ func RunRoofline(ctx context.Context, m *engine.Model, be *cpu.Backend, opt Roof
 	if r.Rates, err = MeasureKernels(ctx, be.Kernels(), byType, r.Machine, opt.Probe, opt.Step); err != nil {
 		return nil, err
 	}
+	if opt.DiskPath != "" {
+		report(opt.Step, fmt.Sprintf("the disk: sequential and random %.1f MiB reads, 1 and 8 in flight", float64(opt.Disk.Block)/(1<<20)))
+		if r.Disk, err = ProbeDisk(ctx, opt.DiskPath, opt.Disk); err != nil {
+			return nil, err
+		}
+	}
+	r.ExpertRequests = m.Params.Layers * m.Params.ExpertsUsed
+	r.ExpertBytes = meanExpertBytes(m)
 	if opt.Speed {
 		if err := r.measureSpeed(ctx, m, be, &opt); err != nil {
 			return nil, err
@@ -126,12 +151,19 @@ func (r *Roofline) measureSpeed(ctx context.Context, m *engine.Model, be backend
 		defer unlock()
 	}
 	tick, finish := opt.Bar.start("prefill+decode", 2*opt.Prefill+opt.Decode+speedWarmup)
+	st0, streaming := expertStats(opt.Experts)
 	sp, err := MeasureSpeed(ctx, m, be, opt.Prefill, opt.Decode, tick)
 	finish()
 	if err != nil {
 		return err
 	}
 	r.Speed = sp
+	if st1, ok := expertStats(opt.Experts); streaming && ok {
+		r.Streaming = true
+		if n := (st1.Hits - st0.Hits) + (st1.Misses - st0.Misses); n > 0 {
+			r.HitRate = float64(st1.Hits-st0.Hits) / float64(n)
+		}
+	}
 	// The bandwidth and the arithmetic peaks drift; the best of the
 	// probes before and after the run keeps the fractions of the speed of
 	// light and of the compute limit conservative.
@@ -169,9 +201,45 @@ func (r *Roofline) measureSpeed(ctx context.Context, m *engine.Model, be backend
 	return nil
 }
 
-// Records returns the run's roofline rows (RooflineRecords).
+// Records returns the run's roofline rows (RooflineRecords), with the
+// disk probe's figures and, when the speed run streamed the experts, the
+// SSD streaming speed of light (StreamingLimit at the random reads' 8 in
+// flight bandwidth) and the decode speed's fraction of it.
 func (r *Roofline) Records(meta RunMeta) []RooflineRecord {
-	return RooflineRecords(meta, r.Machine, r.Parts, r.Rates, r.Speed, r.DecodeRounds, r.PrefillRounds)
+	recs := RooflineRecords(meta, r.Machine, r.Parts, r.Rates, r.Speed, r.DecodeRounds, r.PrefillRounds)
+	for i := range recs {
+		rec := &recs[i]
+		rec.Disk = r.Disk
+		if r.Streaming {
+			rec.SSDLimit = StreamingLimit(rec.DecodeLimitTPS, r.HitRate, r.ExpertRequests, r.ExpertBytes, r.Disk.DiskRand8GBs)
+			if rec.SSDDecodeLimitTPS > 0 {
+				rec.SSDDecodeFraction = rec.DecodeTPS / rec.SSDDecodeLimitTPS
+			}
+		}
+	}
+	return recs
+}
+
+// expertStats returns the expert cache's counters from experts, if set.
+func expertStats(experts func() (expertcache.Stats, bool)) (expertcache.Stats, bool) {
+	if experts == nil {
+		return expertcache.Stats{}, false
+	}
+	return experts()
+}
+
+// meanExpertBytes returns the mean bytes of one routed expert's gate, up
+// and down slices over m's layers.
+func meanExpertBytes(m *engine.Model) int64 {
+	layers := engine.ExpertLayers(m)
+	if len(layers) == 0 {
+		return 0
+	}
+	var n int64
+	for _, l := range layers {
+		n += l.Gate.Bytes + l.Up.Bytes + l.Down.Bytes
+	}
+	return n / int64(len(layers))
 }
 
 // KernelRecords returns the run's kernel rows, kernels naming the

@@ -1,0 +1,23 @@
+//go:build !linux
+
+package harness
+
+import (
+	"errors"
+	"os"
+	"unsafe"
+)
+
+// openDirect reports that O_DIRECT is a Linux flag: the probe reads
+// through the page cache.
+func openDirect(string) (*os.File, error) { return nil, errors.ErrUnsupported }
+
+// dropCache does nothing where the kernel takes no advice.
+func dropCache(*os.File) {}
+
+func isEINVAL(error) bool { return false }
+
+// alignOffset returns how far into b the first multiple of align lies.
+func alignOffset(b []byte, align int) int {
+	return int(-uintptr(unsafe.Pointer(unsafe.SliceData(b))) & uintptr(align-1))
+}
