@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/engine/expertcache"
 	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/harness"
 	"github.com/ds4-go/ds4/internal/cli"
@@ -40,7 +41,12 @@ their median fraction of the speed of light is taken at the better of
 the bandwidths probed just before and just after each round; and
 prefill in rounds between runs of the int8 dot probes
 (--prefill-rounds), whose median fraction of the compute limit is taken
-likewise at the better of the peaks around each round.`
+likewise at the better of the peaks around each round. The disk under
+the model file is probed too: sequential and random 7 MiB reads (about
+one Flash q2 expert), 1 and 8 in flight, with O_DIRECT where the file
+system allows; with --ssd-streaming the decode speed of light becomes the
+larger of the memory time and the disk time of the misses the speed
+run's hit rate predicts (docs/performance.md).`
 
 // runRoofline is the roofline subcommand.
 func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -60,6 +66,8 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	parquetDir := fs.String("parquet", "", "write the run as Parquet under DIR/roofline/…")
 	hash := fs.String("hash", string(harness.DefaultHash), "model fingerprint in the run metadata: sha256, quick or none")
 	noProgress := fs.Bool("no-progress", false, "no progress lines on stderr")
+	diskMB := fs.Int("disk-mb", 1024, "MiB each disk probe reads from the model file (0: no disk probe)")
+	ssd := cli.AddStreaming(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -84,6 +92,12 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return cli.Usage(fmt.Errorf("roofline: %w", cli.FlagError(fs, "prefill-rounds", "must be at least 0 (0: none)")))
 	case *noSpeed && fs.Changed("prefill-rounds") && *prefillRounds > 0:
 		return cli.Usage(errors.New("roofline: --prefill-rounds prefills, which --no-speed skips"))
+	case *diskMB < 0:
+		return cli.Usage(fmt.Errorf("roofline: %w", cli.FlagError(fs, "disk-mb", "must be at least 0 (0: no disk probe)")))
+	case ssd.Check() != nil:
+		return cli.Usage(fmt.Errorf("roofline: %w", ssd.Check()))
+	case ssd.On && *inMemory:
+		return cli.Usage(errors.New("roofline: --in-memory reads the whole file, --ssd-streaming reads the experts on demand: give one"))
 	}
 	if err := cli.InputFile("model", *model); err != nil {
 		return cli.Usage(fmt.Errorf("roofline: %w", err))
@@ -95,6 +109,11 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if m.File != nil {
 		defer m.File.Close()
 	}
+	streamed, err := ssd.StartStreaming(m, modelPath, cli.StreamSetup{Context: *prefill + *decode + 64}, "ds4-bench", stderr)
+	if err != nil {
+		return err
+	}
+	defer streamed.Stop()
 	be := cpu.New(probes.threads)
 	defer be.Close()
 	meta, err := harness.CollectMeta(harness.MetaOptions{
@@ -108,11 +127,24 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *inMemory {
 		meta.Notes += " in-memory"
 	}
-	r, err := harness.RunRoofline(ctx, m, be, harness.RooflineOptions{
+	if ssd.On {
+		// Locking the whole file would read every expert into memory,
+		// which streaming exists to avoid; the resident part is pinned.
+		*lock = false
+		meta.Notes += fmt.Sprintf(" ssd-streaming experts=%d", streamed.Slots)
+	}
+	opt := harness.RooflineOptions{
 		Probe: probes.config(be.Workers()), Speed: !*noSpeed, Prefill: *prefill, Decode: *decode, Lock: *lock,
 		Rounds: *rounds, PrefillRounds: *prefillRounds, Ops: *opsFlag,
 		Step: probeStep(stderr, *noProgress), Bar: bars(stderr, *noProgress),
-	})
+		Experts: func() (expertcache.Stats, bool) { return cli.ExpertStats(m) },
+	}
+	if modelPath != "" && *diskMB > 0 {
+		opt.DiskPath = modelPath
+		opt.Disk = harness.DefaultDiskConfig()
+		opt.Disk.Bytes = int64(*diskMB) << 20
+	}
+	r, err := harness.RunRoofline(ctx, m, be, opt)
 	if err != nil {
 		return lockHint(err)
 	}
@@ -277,6 +309,9 @@ func printRoofline(w io.Writer, meta harness.RunMeta, recs []harness.RooflineRec
 	}
 	r := recs[len(recs)-1]
 	printMachine(w, meta, r)
+	if r.DiskBlockBytes > 0 {
+		printDisk(w, r)
+	}
 	printTraffic(w, recs)
 	if len(rates) > 0 {
 		printKernelRates(w, rates, kernels, r.ProbeThreads)
@@ -306,6 +341,17 @@ func printMachine(w io.Writer, meta harness.RunMeta, r harness.RooflineRecord) {
 		fmt.Fprintln(w, "                 (each the best of probes before and after the model ran)")
 	}
 	fmt.Fprintln(w)
+}
+
+// printDisk writes the disk probe's figures of the total row r.
+func printDisk(w io.Writer, r harness.RooflineRecord) {
+	how := "O_DIRECT"
+	if !r.DiskDirect {
+		how = "buffered, the file dropped from the page cache first: the file system refused O_DIRECT"
+	}
+	fmt.Fprintf(w, "disk (model file, %.1f MiB reads, %s):\n", float64(r.DiskBlockBytes)/(1<<20), how)
+	fmt.Fprintf(w, "                 %8.3f GB/s sequential  %8.3f GB/s random, 1 in flight  %8.3f GB/s random, 8 in flight\n\n",
+		r.DiskSeqGBs, r.DiskRand1GBs, r.DiskRand8GBs)
 }
 
 // printTraffic writes the decode traffic table, a line per part.
@@ -344,6 +390,10 @@ func printLimits(w io.Writer, r harness.RooflineRecord) {
 	if r.KernelLimitTPS > 0 {
 		fmt.Fprintf(w, "decode kernel limit:    %.3f tok/s (the floors summed: each type at the lesser of its kernel's rate and the bandwidth)\n", r.KernelLimitTPS)
 	}
+	if r.SSDDecodeLimitTPS > 0 {
+		fmt.Fprintf(w, "ssd streaming limit:    %.3f tok/s (the longer of the memory time and %.2f misses × %.2f MB at %.3f GB/s: hit rate %.3f)\n",
+			r.SSDDecodeLimitTPS, r.SSDMissesPerToken, r.SSDMissBytesPerToken/max(r.SSDMissesPerToken, 1e-300)/1e6, r.DiskRand8GBs, r.SSDHitRate)
+	}
 	fmt.Fprintf(w, "prefill compute limit:  %.3f tok/s (int8 at the AVX2 int8-dot peak)\n", r.PrefillLimitTPS)
 	if r.PrefillLimitMixTPS > 0 {
 		fmt.Fprintf(w, "                        %.3f tok/s (Q8_0 weights' int8 at the AVX2 Q8_0-dot peak, the other int8 at the int8-dot one: the avx2 mix limit)\n", r.PrefillLimitMixTPS)
@@ -363,6 +413,9 @@ func printFractions(w io.Writer, r harness.RooflineRecord, kernels string) {
 	fmt.Fprintf(w, "decode:   %.3f tok/s = %.3f of the speed of light (%.2f GB/s of weights)", r.DecodeTPS, r.DecodeFraction, r.DecodeTPS*float64(r.Bytes)/1e9)
 	if r.KernelLimitTPS > 0 {
 		fmt.Fprintf(w, ", %.3f of the kernel limit", r.DecodeKernelFraction)
+	}
+	if r.SSDDecodeLimitTPS > 0 {
+		fmt.Fprintf(w, ", %.3f of the ssd streaming limit", r.SSDDecodeFraction)
 	}
 	fmt.Fprintln(w)
 	if r.DecodeRounds > 0 {
