@@ -208,8 +208,8 @@ func (st *Streamed) Line(m *engine.Model) string {
 		read = "buffered reads: the file system refused O_DIRECT"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "ssd streaming: resident %s (%s), expert cache %s = %d experts of %s (%s)",
-		MiB(st.Pin.Bytes), st.Pin.How, MiB(int64(st.Slots)*st.SlotBytes), st.Slots, MiB(st.SlotBytes), read)
+	fmt.Fprintf(&b, "ssd streaming: resident %s (%s), expert cache %s = %d experts of %.2f MiB (%s)",
+		MiB(st.Pin.Bytes), st.Pin.How, MiB(int64(st.Slots)*st.SlotBytes), st.Slots, float64(st.SlotBytes)/(1<<20), read)
 	if st.Split.Memory > 0 {
 		fmt.Fprintf(&b, "; budget %.0f %% of %s (%s) less context %s and session %s",
 			100*membudget.Fraction, MiB(st.Split.Memory), st.Source, MiB(st.Split.Context), MiB(st.Split.Session))
