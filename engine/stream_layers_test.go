@@ -32,7 +32,8 @@ func TestExpertLayers(t *testing.T) {
 	require.NoError(t, err)
 	defer fd.Close()
 
-	layers := ExpertLayers(m)
+	layers, _, err := m.ExpertLayers()
+	require.NoError(t, err)
 	require.Len(t, layers, p.Layers)
 	for il, l := range layers {
 		require.Equal(t, p.Experts, l.Experts)
@@ -103,7 +104,9 @@ func TestPinResident(t *testing.T) {
 	page := int64(os.Getpagesize())
 	type span struct{ lo, hi int64 }
 	var stacks []span
-	for _, l := range ExpertLayers(m) {
+	layers, _, err := m.ExpertLayers()
+	require.NoError(t, err)
+	for _, l := range layers {
 		for _, s := range []struct{ off, n int64 }{{l.Gate.Offset, l.Gate.Bytes}, {l.Up.Offset, l.Up.Bytes}, {l.Down.Offset, l.Down.Bytes}} {
 			stacks = append(stacks, span{s.off, s.off + int64(l.Experts)*s.n})
 		}

@@ -268,12 +268,10 @@ func (b *Bench) experts() (expertcache.Stats, bool) {
 // hit rate and bytes per token over that work, and the read latency
 // quantiles the cache reports at its end.
 func (r *BenchRow) setSSD(st0, st1 expertcache.Stats, tokens int) {
-	hits, misses := st1.Hits-st0.Hits, st1.Misses-st0.Misses
-	if hits+misses > 0 {
-		r.SSDHitRate = float64(hits) / float64(hits+misses)
-	}
+	d := st1.Sub(st0)
+	r.SSDHitRate = d.HitRate()
 	if tokens > 0 {
-		r.SSDBytesPerToken = float64(st1.BytesRead-st0.BytesRead) / float64(tokens)
+		r.SSDBytesPerToken = float64(d.BytesRead) / float64(tokens)
 	}
 	r.SSDReadP50MS = float64(st1.ReadP50) / float64(time.Millisecond)
 	r.SSDReadP99MS = float64(st1.ReadP99) / float64(time.Millisecond)

@@ -160,9 +160,7 @@ func (r *Roofline) measureSpeed(ctx context.Context, m *engine.Model, be backend
 	r.Speed = sp
 	if st1, ok := expertStats(opt.Experts); streaming && ok {
 		r.Streaming = true
-		if n := (st1.Hits - st0.Hits) + (st1.Misses - st0.Misses); n > 0 {
-			r.HitRate = float64(st1.Hits-st0.Hits) / float64(n)
-		}
+		r.HitRate = st1.Sub(st0).HitRate()
 	}
 	// The bandwidth and the arithmetic peaks drift; the best of the
 	// probes before and after the run keeps the fractions of the speed of
@@ -231,8 +229,8 @@ func expertStats(experts func() (expertcache.Stats, bool)) (expertcache.Stats, b
 // meanExpertBytes returns the mean bytes of one routed expert's gate, up
 // and down slices over m's layers.
 func meanExpertBytes(m *engine.Model) int64 {
-	layers := engine.ExpertLayers(m)
-	if len(layers) == 0 {
+	layers, _, err := m.ExpertLayers()
+	if err != nil || len(layers) == 0 {
 		return 0
 	}
 	var n int64

@@ -187,10 +187,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter) {
 // b; tokens is the tokens evaluated so far (prefilled and generated), the
 // denominator of the bytes read per token.
 func writeExpertMetrics(b *strings.Builder, st expertcache.Stats, tokens int64) {
-	hit, perToken := 0.0, 0.0
-	if n := st.Hits + st.Misses; n > 0 {
-		hit = float64(st.Hits) / float64(n)
-	}
+	hit, perToken := st.HitRate(), 0.0
 	if tokens > 0 {
 		perToken = float64(st.BytesRead) / float64(tokens)
 	}

@@ -657,3 +657,24 @@ func (c *Cache) readSpan(room []byte, off, n int64) ([]byte, int64, error) {
 }
 
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }
+
+// Sub returns the counters of s less those of before, the work between
+// the two snapshots; the other fields are s's.
+func (s Stats) Sub(before Stats) Stats {
+	s.Hits -= before.Hits
+	s.Misses -= before.Misses
+	s.Prefetched -= before.Prefetched
+	s.BytesRead -= before.BytesRead
+	return s
+}
+
+// HitRate returns the share of the experts Acquire asked for that needed
+// no read from the file: an expert Prefetch read counts as read, since it
+// cost the disk as much as a miss. It is 0 with no requests.
+func (s Stats) HitRate() float64 {
+	n := s.Hits + s.Misses
+	if n <= 0 {
+		return 0
+	}
+	return max(0, 1-float64(s.Misses+s.Prefetched)/float64(n))
+}

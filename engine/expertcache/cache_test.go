@@ -2,6 +2,7 @@ package expertcache
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -485,4 +486,28 @@ func TestCacheAcquireHitsAllocateNothing(t *testing.T) {
 		c.Release(0, exps)
 	})
 	require.Zero(t, allocs)
+}
+
+func TestStatsHitRate(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		st   Stats
+		want float64
+	}{
+		{"none", Stats{}, 0},
+		{"all hits", Stats{Hits: 10}, 1},
+		{"misses", Stats{Hits: 3, Misses: 1}, 0.75},
+		{"prefetched hits were read", Stats{Hits: 8, Misses: 2, Prefetched: 4}, 0.4},
+		{"prefetches never used", Stats{Hits: 1, Misses: 1, Prefetched: 5}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.st.HitRate(); math.Abs(got-c.want) > 1e-12 {
+				t.Errorf("HitRate = %v, want %v", got, c.want)
+			}
+		})
+	}
+	d := Stats{Hits: 9, Misses: 4, Prefetched: 2, BytesRead: 700, Slots: 3}.Sub(Stats{Hits: 4, Misses: 1, Prefetched: 1, BytesRead: 100, Slots: 3})
+	if d != (Stats{Hits: 5, Misses: 3, Prefetched: 1, BytesRead: 600, Slots: 3}) {
+		t.Errorf("Sub = %+v", d)
+	}
 }

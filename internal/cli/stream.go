@@ -135,12 +135,11 @@ func (s *Streaming) StartStreaming(m *engine.Model, path string, setup StreamSet
 	if path == "" {
 		return nil, Usage(errors.New("--ssd-streaming reads the experts from the model file: give one with -m (the built-in tiny model has none)"))
 	}
-	layers := engine.ExpertLayers(m)
-	st := &Streamed{SlotBytes: slotBytes(layers)}
-	total := 0
-	for _, l := range layers {
-		total += l.Experts
+	layers, total, err := m.ExpertLayers()
+	if err != nil {
+		return nil, err
 	}
+	st := &Streamed{SlotBytes: expertcache.SlotBytes(layers)}
 	size := CacheSize{}
 	if s.Cache != "" {
 		var err error
@@ -181,19 +180,6 @@ func (s *Streaming) StartStreaming(m *engine.Model, path string, setup StreamSet
 	st.Pin = engine.PinResident(m)
 	fmt.Fprintf(stderr, "%s: %s\n", prog, st.Line(m))
 	return st, nil
-}
-
-// slotBytes returns the bytes of one cache slot: the cache's own figure,
-// else the largest expert's three slices.
-func slotBytes(layers []expertcache.Layer) int64 {
-	if n := expertcache.SlotBytes(layers); n > 0 {
-		return n
-	}
-	var n int64
-	for _, l := range layers {
-		n = max(n, l.Gate.Bytes+l.Up.Bytes+l.Down.Bytes)
-	}
-	return max(n, 1)
 }
 
 // Line describes the split in one line: the resident bytes and how they
@@ -243,15 +229,6 @@ func ExpertStats(m *engine.Model) (expertcache.Stats, bool) {
 	return c.Stats(), true
 }
 
-// HitRate returns the share of expert requests st served from the cache
-// (0 with none).
-func HitRate(st expertcache.Stats) float64 {
-	if n := st.Hits + st.Misses; n > 0 {
-		return float64(st.Hits) / float64(n)
-	}
-	return 0
-}
-
 // StreamSummary describes the cache's work over tokens processed tokens in
 // one line: hit rate, bytes read per token and read latency.
 func StreamSummary(st expertcache.Stats, tokens int) string {
@@ -260,7 +237,7 @@ func StreamSummary(st expertcache.Stats, tokens int) string {
 		per = float64(st.BytesRead) / float64(tokens)
 	}
 	return fmt.Sprintf("ssd: hit rate %.1f %%, %.2f MiB read/token, read p50 %.2f ms p99 %.2f ms",
-		100*HitRate(st), per/(1<<20), ms(st.ReadP50), ms(st.ReadP99))
+		100*st.HitRate(), per/(1<<20), ms(st.ReadP50), ms(st.ReadP99))
 }
 
 // ms returns d in milliseconds.

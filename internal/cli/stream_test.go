@@ -94,11 +94,9 @@ func TestStartStreaming(t *testing.T) {
 	m, err := engine.Open(path)
 	require.NoError(t, err)
 	defer m.File.Close()
-	l := engine.ExpertLayers(m)[0]
-	slot := l.Gate.Bytes + l.Up.Bytes + l.Down.Bytes
-	if n := expertcache.SlotBytes(engine.ExpertLayers(m)); n > 0 {
-		slot = n
-	}
+	layers, _, err := m.ExpertLayers()
+	require.NoError(t, err)
+	slot := expertcache.SlotBytes(layers)
 	total := p.Layers * p.Experts
 
 	for _, c := range []struct {
