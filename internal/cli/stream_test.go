@@ -91,10 +91,14 @@ func TestStartStreaming(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tiny.gguf")
 	_, err := synth.WriteFile(path, synth.Options{Params: p, Recipe: layout.RecipeQ2, Seed: 5})
 	require.NoError(t, err)
-	m, err := engine.Open(path)
-	require.NoError(t, err)
-	defer m.File.Close()
-	layers, _, err := m.ExpertLayers()
+	// A model streams once: each case opens its own.
+	open := func(t *testing.T) *engine.Model {
+		m, err := engine.Open(path)
+		require.NoError(t, err)
+		t.Cleanup(func() { m.File.Close() })
+		return m
+	}
+	layers, _, err := open(t).ExpertLayers()
 	require.NoError(t, err)
 	slot := expertcache.SlotBytes(layers)
 	total := p.Layers * p.Experts
@@ -121,6 +125,7 @@ func TestStartStreaming(t *testing.T) {
 			s := AddStreaming(fs)
 			require.NoError(t, Parse(fs, c.args))
 			var w bytes.Buffer
+			m := open(t)
 			st, err := s.StartStreaming(m, c.path, StreamSetup{Context: 256}, "prog", &w)
 			if c.err != "" {
 				require.ErrorContains(t, err, c.err)
