@@ -300,13 +300,24 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	rows, runErr := sweep(ctx, f, &harness.Bench{Session: s, Tokens: ids, EOS: tok.Special(tokenizer.EOS), Config: f.cfg,
 		Experts: func() (expertcache.Stats, bool) { return cli.ExpertStats(m) }}, stdout, stderr)
-	if f.cfg.Repeat > 1 {
-		for _, r := range rows {
-			fmt.Fprintf(stderr, "ds4-bench: ctx %d: prefill %.2f ± %.2f t/s (95%% CI [%.2f, %.2f]), generation %.2f ± %.2f t/s (95%% CI [%.2f, %.2f]) (%d runs; ± the SD)\n",
-				r.CtxTokens, r.PrefillTPS, r.PrefillTPSSD, r.PrefillTPSCILo, r.PrefillTPSCIHi, r.GenTPS, r.GenTPSSD, r.GenTPSCILo, r.GenTPSCIHi, f.cfg.Repeat)
+	reportRows(stderr, rows, f.cfg.Repeat, streamed != nil)
+	return errors.Join(runErr, writeBench(f, meta, in, rows, stderr))
+}
+
+// reportRows writes on w, for each frontier of rows, the spread of its
+// repeat runs when there were several, and the expert cache's work when
+// streaming.
+func reportRows(w io.Writer, rows []harness.BenchRow, repeat int, streaming bool) {
+	for _, r := range rows {
+		if repeat > 1 {
+			fmt.Fprintf(w, "ds4-bench: ctx %d: prefill %.2f ± %.2f t/s (95%% CI [%.2f, %.2f]), generation %.2f ± %.2f t/s (95%% CI [%.2f, %.2f]) (%d runs; ± the SD)\n",
+				r.CtxTokens, r.PrefillTPS, r.PrefillTPSSD, r.PrefillTPSCILo, r.PrefillTPSCIHi, r.GenTPS, r.GenTPSSD, r.GenTPSCILo, r.GenTPSCIHi, repeat)
+		}
+		if streaming {
+			fmt.Fprintf(w, "ds4-bench: ctx %d: ssd hit rate %.1f %%, %.2f MiB read/token, read p50 %.2f ms p99 %.2f ms\n",
+				r.CtxTokens, 100*r.SSDHitRate, r.SSDBytesPerToken/(1<<20), r.SSDReadP50MS, r.SSDReadP99MS)
 		}
 	}
-	return errors.Join(runErr, writeBench(f, meta, in, rows, stderr))
 }
 
 // sweep runs the sweep b, each row written to --csv or stdout as it is

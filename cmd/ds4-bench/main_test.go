@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ds4-go/ds4/convert/synth"
+	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/harness"
 	"github.com/ds4-go/ds4/internal/cli"
 	"github.com/ds4-go/ds4/internal/cli/clitest"
@@ -62,6 +64,42 @@ func TestBenchTiny(t *testing.T) {
 	out.Reset()
 	require.Equal(t, 0, run(context.Background(), []string{"plot", csvPath}, &out, &errOut))
 	require.Equal(t, filepath.Join(dir, "tiny_run_ts.svg")+"\n", out.String())
+}
+
+// TestBenchStreaming runs the sweep on a synthetic model file with its
+// routed experts streamed through a cache of 4 slots, fewer than a token
+// uses: the probe tokens must be the mapped run's, and each frontier's
+// line must report the cache's work.
+func TestBenchStreaming(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "tiny.gguf")
+	_, err := synth.WriteFile(model, synth.Options{Params: layout.Tiny(), Recipe: layout.RecipeQ2, Seed: 3})
+	require.NoError(t, err)
+	bench := func(extra ...string) (probes []harness.BenchRecord, stderr string) {
+		var out, errOut bytes.Buffer
+		pq := filepath.Join(dir, strings.Join(append([]string{"run"}, extra...), "_"))
+		args := append([]string{"-m", model, "--prompt-file", excerpt, "--ctx-start", "16", "--ctx-max", "32", "--step-incr", "16",
+			"--gen-tokens", "4", "-t", "2", "--parquet", pq, "--no-progress", "--hash", "none"}, extra...)
+		require.Equal(t, 0, run(context.Background(), args, &out, &errOut), errOut.String())
+		files, err := filepath.Glob(filepath.Join(pq, "bench", "*", "*", "*.parquet"))
+		require.NoError(t, err)
+		require.Len(t, files, 1)
+		recs, err := harness.ReadRows[harness.BenchRecord](files[0])
+		require.NoError(t, err)
+		return recs, errOut.String()
+	}
+	mapped, _ := bench()
+	streamed, stderr := bench("--ssd-streaming", "--ssd-streaming-cache-experts", "4")
+	require.Len(t, streamed, len(mapped))
+	for i := range mapped {
+		require.Equal(t, mapped[i].Probe, streamed[i].Probe)
+		require.Zero(t, mapped[i].SSDBytesPerToken)
+		require.Positive(t, streamed[i].SSDBytesPerToken)
+		require.Less(t, streamed[i].SSDHitRate, 1.0)
+	}
+	require.Contains(t, stderr, "expert cache")
+	require.Regexp(t, `ds4-bench: ctx 16: ssd hit rate \d+\.\d %, \d+\.\d\d MiB read/token`, stderr)
+	require.Regexp(t, `ds4-bench: ctx 32: ssd hit rate`, stderr)
 }
 
 // TestBenchUsage checks that bad command lines fail with status 2 and a
