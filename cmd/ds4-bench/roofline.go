@@ -48,108 +48,138 @@ system allows; with --ssd-streaming the decode speed of light becomes the
 larger of the memory time and the disk time of the misses the speed
 run's hit rate predicts (docs/performance.md).`
 
-// runRoofline is the roofline subcommand.
-func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// rooflineFlags are the flags of ds4-bench roofline.
+type rooflineFlags struct {
+	model                 string
+	probes                *probeFlags
+	prefill, decode       int
+	noSpeed               bool
+	rounds, prefillRounds int
+	opsFlag, lock         bool
+	inMemory              bool
+	parquetDir, hash      string
+	noProgress            bool
+	diskMB                int
+	ssd                   *cli.Streaming
+}
+
+// parseRoofline parses and checks the roofline subcommand's arguments.
+func parseRoofline(args []string, stderr io.Writer) (*rooflineFlags, error) {
 	fs := pflag.NewFlagSet("ds4-bench roofline", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.SortFlags = false
-	model := fs.StringP("model", "m", "", cli.ModelUsage)
-	probes := addProbeFlags(fs)
-	prefill := fs.Int("prefill", 64, "prompt tokens prefilled to measure prefill speed")
-	decode := fs.Int("decode", 16, "tokens decoded after the prefill (and 4 untimed ones) to measure decode speed")
-	noSpeed := fs.Bool("no-speed", false, "skip measuring the model's speed")
-	rounds := fs.Int("rounds", 5, "decode rounds of --decode tokens, each between two bandwidth probes (0: none)")
-	prefillRounds := fs.Int("prefill-rounds", 3, "prefill rounds of --prefill tokens, each between two runs of the int8 dot probes (0: none)")
-	opsFlag := fs.Bool("ops", false, "also time each matrix product of the decode steps and print where a step's time goes")
-	lock := fs.Bool("lock", true, "pin the weights in memory (mlock) while measuring the model's speed")
-	inMemory := fs.Bool("in-memory", false, "read the model into memory of its own with huge pages instead of mapping the file")
-	parquetDir := fs.String("parquet", "", "write the run as Parquet under DIR/roofline/…")
-	hash := fs.String("hash", string(harness.DefaultHash), "model fingerprint in the run metadata: sha256, quick or none")
-	noProgress := fs.Bool("no-progress", false, "no progress lines on stderr")
-	diskMB := fs.Int("disk-mb", 1024, "MiB each disk probe reads from the model file (0: no disk probe)")
-	ssd := cli.AddStreaming(fs)
+	f := &rooflineFlags{}
+	fs.StringVarP(&f.model, "model", "m", "", cli.ModelUsage)
+	f.probes = addProbeFlags(fs)
+	fs.IntVar(&f.prefill, "prefill", 64, "prompt tokens prefilled to measure prefill speed")
+	fs.IntVar(&f.decode, "decode", 16, "tokens decoded after the prefill (and 4 untimed ones) to measure decode speed")
+	fs.BoolVar(&f.noSpeed, "no-speed", false, "skip measuring the model's speed")
+	fs.IntVar(&f.rounds, "rounds", 5, "decode rounds of --decode tokens, each between two bandwidth probes (0: none)")
+	fs.IntVar(&f.prefillRounds, "prefill-rounds", 3, "prefill rounds of --prefill tokens, each between two runs of the int8 dot probes (0: none)")
+	fs.BoolVar(&f.opsFlag, "ops", false, "also time each matrix product of the decode steps and print where a step's time goes")
+	fs.BoolVar(&f.lock, "lock", true, "pin the weights in memory (mlock) while measuring the model's speed")
+	fs.BoolVar(&f.inMemory, "in-memory", false, "read the model into memory of its own with huge pages instead of mapping the file")
+	fs.StringVar(&f.parquetDir, "parquet", "", "write the run as Parquet under DIR/roofline/…")
+	fs.StringVar(&f.hash, "hash", string(harness.DefaultHash), "model fingerprint in the run metadata: sha256, quick or none")
+	fs.BoolVar(&f.noProgress, "no-progress", false, "no progress lines on stderr")
+	fs.IntVar(&f.diskMB, "disk-mb", 1024, "MiB each disk probe reads from the model file (0: no disk probe)")
+	f.ssd = cli.AddStreaming(fs)
 	if err := cli.Parse(fs, args); err != nil {
-		return err
+		return nil, err
 	}
+	return f, f.check(fs)
+}
+
+// check checks the parsed flags of fs against each other.
+func (f *rooflineFlags) check(fs *pflag.FlagSet) error {
 	switch {
 	case fs.NArg() > 0:
 		return cli.Usage(fmt.Errorf("roofline: unexpected argument %q", fs.Arg(0)))
-	case probes.check(fs) != nil:
-		return cli.Usage(fmt.Errorf("roofline: %w", probes.check(fs)))
-	case !*noSpeed && *prefill <= 0:
+	case f.probes.check(fs) != nil:
+		return cli.Usage(fmt.Errorf("roofline: %w", f.probes.check(fs)))
+	case !f.noSpeed && f.prefill <= 0:
 		return cli.Usage(fmt.Errorf("roofline: %w", cli.FlagError(fs, "prefill", "must be at least 1")))
-	case !*noSpeed && *decode <= 0:
+	case !f.noSpeed && f.decode <= 0:
 		return cli.Usage(fmt.Errorf("roofline: %w", cli.FlagError(fs, "decode", "must be at least 1")))
-	case !harness.HashMode(*hash).Valid():
+	case !harness.HashMode(f.hash).Valid():
 		return cli.Usage(fmt.Errorf("roofline: %w", cli.FlagError(fs, "hash", "must be sha256, quick or none")))
-	case *noSpeed && *opsFlag:
+	case f.noSpeed && f.opsFlag:
 		return cli.Usage(errors.New("roofline: --ops times the decode steps, which --no-speed skips"))
-	case *rounds < 0:
+	case f.rounds < 0:
 		return cli.Usage(fmt.Errorf("roofline: %w", cli.FlagError(fs, "rounds", "must be at least 0 (0: none)")))
-	case *noSpeed && fs.Changed("rounds") && *rounds > 0:
+	case f.noSpeed && fs.Changed("rounds") && f.rounds > 0:
 		return cli.Usage(errors.New("roofline: --rounds decodes, which --no-speed skips"))
-	case *prefillRounds < 0:
+	case f.prefillRounds < 0:
 		return cli.Usage(fmt.Errorf("roofline: %w", cli.FlagError(fs, "prefill-rounds", "must be at least 0 (0: none)")))
-	case *noSpeed && fs.Changed("prefill-rounds") && *prefillRounds > 0:
+	case f.noSpeed && fs.Changed("prefill-rounds") && f.prefillRounds > 0:
 		return cli.Usage(errors.New("roofline: --prefill-rounds prefills, which --no-speed skips"))
-	case *diskMB < 0:
+	case f.diskMB < 0:
 		return cli.Usage(fmt.Errorf("roofline: %w", cli.FlagError(fs, "disk-mb", "must be at least 0 (0: no disk probe)")))
-	case ssd.Check() != nil:
-		return cli.Usage(fmt.Errorf("roofline: %w", ssd.Check()))
-	case ssd.On && *inMemory:
+	case f.ssd.Check() != nil:
+		return cli.Usage(fmt.Errorf("roofline: %w", f.ssd.Check()))
+	case f.ssd.On && f.inMemory:
 		return cli.Usage(errors.New("roofline: --in-memory reads the whole file, --ssd-streaming reads the experts on demand: give one"))
 	}
-	if err := cli.InputFile("model", *model); err != nil {
+	return nil
+}
+
+// runRoofline is the roofline subcommand.
+func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseRoofline(args, stderr)
+	if err != nil {
+		return err
+	}
+	if err := cli.InputFile("model", f.model); err != nil {
 		return cli.Usage(fmt.Errorf("roofline: %w", err))
 	}
-	m, modelPath, err := cli.OpenModel(*model, *inMemory, "ds4-bench", stderr)
+	m, modelPath, err := cli.OpenModel(f.model, f.inMemory, "ds4-bench", stderr)
 	if err != nil {
 		return err
 	}
 	if m.File != nil {
 		defer m.File.Close()
 	}
-	streamed, err := ssd.StartStreaming(m, modelPath, cli.StreamSetup{Context: *prefill + *decode + 64}, "ds4-bench", stderr)
+	streamed, err := f.ssd.StartStreaming(m, modelPath, cli.StreamSetup{Context: f.prefill + f.decode + 64}, "ds4-bench", stderr)
 	if err != nil {
 		return err
 	}
 	defer streamed.Stop()
-	be := cpu.New(probes.threads)
+	be := cpu.New(f.probes.threads)
 	defer be.Close()
 	meta, err := harness.CollectMeta(harness.MetaOptions{
 		Tool: "ds4-bench roofline", ModelPath: modelPath, Model: m, Backend: "cpu", Threads: be.Workers(),
-		Hash: harness.HashMode(*hash), Args: append([]string{"ds4-bench", "roofline"}, args...), Progress: stderr,
+		Hash: harness.HashMode(f.hash), Args: append([]string{"ds4-bench", "roofline"}, args...), Progress: stderr,
 	})
 	if err != nil {
 		return err
 	}
 	meta.Notes = "kernels=" + be.Kernels().Name
-	if *inMemory {
+	if f.inMemory {
 		meta.Notes += " in-memory"
 	}
-	if ssd.On {
+	if f.ssd.On {
 		// Locking the whole file would read every expert into memory,
 		// which streaming exists to avoid; the resident part is pinned.
-		*lock = false
+		f.lock = false
 		meta.Notes += fmt.Sprintf(" ssd-streaming experts=%d", streamed.Slots)
 	}
 	opt := harness.RooflineOptions{
-		Probe: probes.config(be.Workers()), Speed: !*noSpeed, Prefill: *prefill, Decode: *decode, Lock: *lock,
-		Rounds: *rounds, PrefillRounds: *prefillRounds, Ops: *opsFlag,
-		Step: probeStep(stderr, *noProgress), Bar: bars(stderr, *noProgress),
+		Probe: f.probes.config(be.Workers()), Speed: !f.noSpeed, Prefill: f.prefill, Decode: f.decode, Lock: f.lock,
+		Rounds: f.rounds, PrefillRounds: f.prefillRounds, Ops: f.opsFlag,
+		Step: probeStep(stderr, f.noProgress), Bar: bars(stderr, f.noProgress),
 		Experts: func() (expertcache.Stats, bool) { return cli.ExpertStats(m) },
 	}
-	if modelPath != "" && *diskMB > 0 {
+	if modelPath != "" && f.diskMB > 0 {
 		opt.DiskPath = modelPath
 		opt.Disk = harness.DefaultDiskConfig()
-		opt.Disk.Bytes = int64(*diskMB) << 20
+		opt.Disk.Bytes = int64(f.diskMB) << 20
 	}
 	r, err := harness.RunRoofline(ctx, m, be, opt)
 	if err != nil {
 		return lockHint(err)
 	}
-	meta.Notes += hugePageNote(m.File, modelPath, *inMemory, stderr)
-	return reportRoofline(stdout, stderr, meta, r, be.Kernels().Name, *parquetDir)
+	meta.Notes += hugePageNote(m.File, modelPath, f.inMemory, stderr)
+	return reportRoofline(stdout, stderr, meta, r, be.Kernels().Name, f.parquetDir)
 }
 
 // reportRoofline prints the run r, whose kernel set is kernels, and, when

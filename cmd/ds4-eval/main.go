@@ -42,6 +42,7 @@ import (
 
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/sample"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/harness"
@@ -252,15 +253,10 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	ctxSize, maxPrompt, maxCase, err := harness.EvalContext(prompts, f.cfg.Tokens)
+	ctxSize, maxPrompt, err := sizeContext(prompts, f.cfg.Tokens, m.Params, stderr)
 	if err != nil {
-		return cli.Usage(err)
+		return err
 	}
-	fmt.Fprintf(stderr, "ds4-eval: context auto-sized to %d tokens (largest prompt=%d tokens, case=%d, generation budget=%d)\n",
-		ctxSize, maxPrompt, maxCase+1, f.cfg.Tokens)
-	memBytes, rawRows, compRows := engine.ContextMemory(m.Params, ctxSize)
-	fmt.Fprintf(stderr, "ds4-eval: context buffers %.2f MiB (ctx=%d, backend=cpu, raw_kv_rows=%d, compressed_kv_rows=%d)\n",
-		float64(memBytes)/(1<<20), ctxSize, rawRows, compRows)
 	streamed, err := f.ssd.StartStreaming(m, modelPath, cli.StreamSetup{Context: ctxSize}, "ds4-eval", stderr)
 	if err != nil {
 		return err
@@ -298,6 +294,22 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	results, runtime, runErr := runCases(ctx, e, cases, prompts, f.cfg, trace, stdout, stderr)
 	return report(results, runtime, runErr, f, meta, ctxSize, trace, stdout, stderr)
+}
+
+// sizeContext returns the context prompts and a generation budget of
+// tokens need, and the largest prompt's length, saying both and the
+// buffers of a model of p at that size on stderr.
+func sizeContext(prompts [][]int, tokens int, p layout.Params, stderr io.Writer) (ctxSize, maxPrompt int, err error) {
+	ctxSize, maxPrompt, maxCase, err := harness.EvalContext(prompts, tokens)
+	if err != nil {
+		return 0, 0, cli.Usage(err)
+	}
+	fmt.Fprintf(stderr, "ds4-eval: context auto-sized to %d tokens (largest prompt=%d tokens, case=%d, generation budget=%d)\n",
+		ctxSize, maxPrompt, maxCase+1, tokens)
+	memBytes, rawRows, compRows := engine.ContextMemory(p, ctxSize)
+	fmt.Fprintf(stderr, "ds4-eval: context buffers %.2f MiB (ctx=%d, backend=cpu, raw_kv_rows=%d, compressed_kv_rows=%d)\n",
+		float64(memBytes)/(1<<20), ctxSize, rawRows, compRows)
+	return ctxSize, maxPrompt, nil
 }
 
 // loadCases reads the question file and keeps the first --questions.
