@@ -1,7 +1,7 @@
-// Package layering holds the test that keeps the packages' layers apart:
-// the GGUF container, the kernels and the backend know nothing of the
-// engine, only commands use the server, and measurement code stays out of
-// what it measures.
+// Package layering holds the tests that keep the code in its shape: the
+// GGUF container, the kernels and the backend know nothing of the engine,
+// only commands use the server, measurement code stays out of what it
+// measures, and commands only wire packages together.
 package layering
 
 import (
