@@ -123,6 +123,12 @@ func (f *rooflineFlags) check(fs *pflag.FlagSet) error {
 	return nil
 }
 
+// probeBytes returns the most memory the probes hold at once: the
+// bandwidth probe's buffer, or the disk probe's reads in flight.
+func (f *rooflineFlags) probeBytes() int64 {
+	return max(int64(f.probes.bufMB)<<20, 8*harness.ExpertReadBytes)
+}
+
 // runRoofline is the roofline subcommand.
 func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseRoofline(args, stderr)
@@ -139,7 +145,7 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if m.File != nil {
 		defer m.File.Close()
 	}
-	streamed, err := f.ssd.StartStreaming(m, modelPath, cli.StreamSetup{Context: f.prefill + f.decode + 64}, "ds4-bench", stderr)
+	streamed, err := f.ssd.StartStreaming(m, modelPath, cli.StreamSetup{Context: f.prefill + f.decode + 64, Reserve: f.probeBytes()}, "ds4-bench", stderr)
 	if err != nil {
 		return err
 	}

@@ -111,6 +111,10 @@ func ParseCacheSize(v string) (CacheSize, error) {
 type StreamSetup struct {
 	Context  int // tokens of one session's context
 	Sessions int // sessions held at once (the server's KV slots); 0 means 1
+	// Reserve is other memory the command holds while it runs (the
+	// roofline's probe buffers, say), which the default budget leaves
+	// out of the cache.
+	Reserve int64
 }
 
 // Streamed is SSD streaming as StartStreaming set it up.
@@ -160,7 +164,7 @@ func (s *Streaming) StartStreaming(m *engine.Model, path string, setup StreamSet
 		sessions := max(1, setup.Sessions)
 		ctxBytes, _, _ := engine.ContextMemory(m.Params, setup.Context)
 		scratch := engine.ScratchMemory(m.Params, min(engine.PrefillChunk, max(1, setup.Context)))
-		st.Split = membudget.Budget(mem.Bytes, engine.PinnedBytes(m), int64(sessions)*ctxBytes, int64(sessions)*scratch)
+		st.Split = membudget.Budget(mem.Bytes, engine.PinnedBytes(m), int64(sessions)*ctxBytes, int64(sessions)*scratch+setup.Reserve)
 		st.Source = mem.Source
 		st.Slots = int(st.Split.Cache / st.SlotBytes)
 	}
@@ -197,7 +201,7 @@ func (st *Streamed) Line(m *engine.Model) string {
 	fmt.Fprintf(&b, "ssd streaming: resident %s (%s), expert cache %s = %d experts of %.2f MiB (%s)",
 		MiB(st.Pin.Bytes), st.Pin.How, MiB(int64(st.Slots)*st.SlotBytes), st.Slots, float64(st.SlotBytes)/(1<<20), read)
 	if st.Split.Memory > 0 {
-		fmt.Fprintf(&b, "; budget %.0f %% of %s (%s) less context %s and session %s",
+		fmt.Fprintf(&b, "; budget %.0f %% of %s (%s) less context %s and sessions' and other buffers %s",
 			100*membudget.Fraction, MiB(st.Split.Memory), st.Source, MiB(st.Split.Context), MiB(st.Split.Session))
 	}
 	if st.Pin.Err != nil {

@@ -104,12 +104,13 @@ func TestStartStreaming(t *testing.T) {
 	total := p.Layers * p.Experts
 
 	for _, c := range []struct {
-		name  string
-		args  []string
-		path  string
-		slots int
-		err   string
-		usage bool
+		name    string
+		args    []string
+		path    string
+		slots   int
+		err     string
+		usage   bool
+		reserve int64
 	}{
 		{name: "off", slots: -1},
 		{name: "tiny", args: []string{"--ssd-streaming"}, path: "", err: "give one with -m", usage: true},
@@ -119,6 +120,7 @@ func TestStartStreaming(t *testing.T) {
 		{name: "one", args: []string{"--ssd-streaming", "--ssd-streaming-cache-experts", "1"}, path: path, slots: 1},
 		{name: "too few", args: []string{"--ssd-streaming", "--ssd-streaming-cache-experts", "1KiB"}, path: path, err: "holds no expert of", usage: true},
 		{name: "default", args: []string{"--ssd-streaming"}, path: path, slots: 0},
+		{name: "reserve", args: []string{"--ssd-streaming"}, path: path, reserve: 1 << 50, slots: p.ExpertsUsed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
@@ -126,7 +128,7 @@ func TestStartStreaming(t *testing.T) {
 			require.NoError(t, Parse(fs, c.args))
 			var w bytes.Buffer
 			m := open(t)
-			st, err := s.StartStreaming(m, c.path, StreamSetup{Context: 256}, "prog", &w)
+			st, err := s.StartStreaming(m, c.path, StreamSetup{Context: 256, Reserve: c.reserve}, "prog", &w)
 			if c.err != "" {
 				require.ErrorContains(t, err, c.err)
 				var ue *UsageError
@@ -140,6 +142,9 @@ func TestStartStreaming(t *testing.T) {
 				return
 			}
 			defer st.Stop()
+			if c.reserve > 0 {
+				require.Contains(t, w.String(), "holds 0 experts; using the minimum")
+			}
 			if c.slots > 0 {
 				require.Equal(t, c.slots, st.Slots)
 			} else {
@@ -149,7 +154,7 @@ func TestStartStreaming(t *testing.T) {
 				require.Contains(t, w.String(), "% of ")
 			}
 			require.Contains(t, []string{mmap.Locked, mmap.Populated}, st.Pin.How)
-			require.Regexp(t, `^prog: ssd streaming: resident [0-9.]+ MiB \((mlock|populate)\), expert cache [0-9.]+ MiB = [0-9]+ experts of [0-9.]+ MiB \(O_DIRECT\)`, w.String())
+			require.Regexp(t, `(?m)^prog: ssd streaming: resident [0-9.]+ MiB \((mlock|populate)\), expert cache [0-9.]+ MiB = [0-9]+ experts of [0-9.]+ MiB \(O_DIRECT\)`, w.String())
 		})
 	}
 }

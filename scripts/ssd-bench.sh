@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# ssd-bench.sh: decode and prefill speed of the 4-layer Flash slice under a
+# memory cgroup limit, plain mapping against --ssd-streaming, interleaved.
+# Needs root and the cgroup v1 memory controller (cgroup v2: memory.max).
+#
+#   scripts/ssd-bench.sh [-m SLICE.gguf] [-l LIMIT_BYTES] [-r ROUNDS]
+#
+# Each run starts with the page cache dropped, in a fresh cgroup whose
+# limit is LIMIT (default 4 GiB), and measures a 64-token prompt and 64
+# greedy tokens with ds4-bench. It prints one line per run and the median
+# of each configuration.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+model=ds4flash-4l.gguf limit=$((4 << 30)) rounds=3
+while getopts m:l:r: o; do
+	case $o in
+	m) model=$OPTARG ;;
+	l) limit=$OPTARG ;;
+	r) rounds=$OPTARG ;;
+	*) exit 2 ;;
+	esac
+done
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+go build -o "$bin/" ./cmd/ds4-bench ./cmd/ds4-quant
+if [ ! -f "$model" ]; then
+	"$bin/ds4-quant" synth --preset flash --layers 4 -o "$model"
+fi
+
+# The memory cgroup of this shell, and a child of it for the runs.
+parent=/sys/fs/cgroup/memory$(awk -F: '$2 == "memory" { print $3 }' /proc/self/cgroup)
+[ -d "$parent" ] || { echo "ssd-bench: no cgroup v1 memory controller at $parent" >&2; exit 1; }
+cg=$parent/ds4-ssd-bench
+mkdir -p "$cg"
+
+configs=("plain" "ssd-default" "ssd-1GiB")
+args_of() {
+	case $1 in
+	plain) ;;
+	ssd-default) echo --ssd-streaming ;;
+	ssd-1GiB) echo --ssd-streaming --ssd-streaming-cache-experts 1GiB ;;
+	esac
+}
+prompt=engine/tokenizer/testdata/promessi_sposi_excerpt.txt
+results=$(mktemp)
+for r in $(seq "$rounds"); do
+	for c in "${configs[@]}"; do
+		sync
+		echo 1 > /proc/sys/vm/drop_caches
+		echo "$limit" > "$cg/memory.limit_in_bytes"
+		echo 0 > "$cg/memory.max_usage_in_bytes"
+		kills0=$(awk '$1 == "oom_kill" { print $2 }' "$cg/memory.oom_control")
+		out=$(bash -c "echo \$\$ > $cg/cgroup.procs; exec /usr/bin/time -f 'maxrss_kb=%M' $bin/ds4-bench -m $model \
+			--prompt-file $prompt --ctx-start 64 --ctx-max 64 -n 64 --no-progress --hash none $(args_of "$c")" 2>&1) || {
+			echo "ssd-bench: $c failed:"; echo "$out"; exit 1; } >&2
+		kills=$(( $(awk '$1 == "oom_kill" { print $2 }' "$cg/memory.oom_control") - kills0 ))
+		row=$(echo "$out" | grep -E '^64,64,')
+		prefill=$(echo "$row" | cut -d, -f3) gen=$(echo "$row" | cut -d, -f5)
+		rss=$(echo "$out" | sed -n 's/.*maxrss_kb=\([0-9]*\).*/\1/p')
+		ssd=$(echo "$out" | sed -n 's/^ds4-bench: ctx [0-9]*: \(ssd hit rate.*\)/\1/p')
+		printf '%s round=%d prefill_tps=%s gen_tps=%s peak_rss_mib=%d cgroup_peak_mib=%d oom_kills=%d %s\n' \
+			"$c" "$r" "$prefill" "$gen" $((rss / 1024)) $(( $(cat "$cg/memory.max_usage_in_bytes") >> 20 )) "$kills" "$ssd" | tee -a "$results"
+	done
+done
+echo "medians over $rounds rounds (limit $((limit >> 20)) MiB):"
+for c in "${configs[@]}"; do
+	for k in prefill_tps gen_tps; do
+		grep "^$c " "$results" | sed -n "s/.* $k=\([0-9.]*\).*/\1/p" | sort -g | awk -v c="$c" -v k="$k" '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%s %s %.2f\n", c, k, m }'
+	done
+done
+rm -f "$results"
+rmdir "$cg" 2>/dev/null || true
