@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # ssd-bench.sh: decode and prefill speed of the 4-layer Flash slice under a
 # memory cgroup limit, plain mapping against --ssd-streaming, interleaved.
-# Needs root and the cgroup v1 memory controller (cgroup v2: memory.max).
+# Needs root and the cgroup v1 memory controller.
 #
 #   scripts/ssd-bench.sh [-m SLICE.gguf] [-l LIMIT_BYTES] [-r ROUNDS]
 #
-# Each run starts with the page cache dropped, in a fresh cgroup whose
+# Each run starts with the page cache dropped, in a child cgroup whose
 # limit is LIMIT (default 4 GiB), and measures a 64-token prompt and 64
 # greedy tokens with ds4-bench. It prints one line per run and the median
 # of each configuration.
