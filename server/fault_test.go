@@ -18,6 +18,7 @@ import (
 	"github.com/ds4-go/ds4/convert/synth"
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/layout"
+	"github.com/ds4-go/ds4/gguf"
 )
 
 // TestTruncatedModelFile serves the tiny model from a mapped file and
@@ -105,6 +106,79 @@ func TestTruncatedModelFile(t *testing.T) {
 	}
 
 	if err := os.WriteFile(path, orig, 0o644); err != nil { // same inode: the mapping sees it
+		t.Fatal(err)
+	}
+	if err := chat("Hello again"); err != nil {
+		t.Fatalf("after the file was restored: %v", err)
+	}
+}
+
+// TestTruncatedModelFileStreaming serves the tiny model with its routed
+// experts streamed through a 2-slot cache and cuts the file inside the
+// last stack of routed experts (and so the tensors after it): a request
+// gets a 500 naming the failed read or the fault, /healthz still answers,
+// and the server serves again once the file is restored.
+func TestTruncatedModelFileStreaming(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if _, err := synth.WriteFile(path, synth.Options{Params: layout.Tiny(), Recipe: layout.RecipeQ2, Seed: engine.TinySeed}); err != nil {
+		t.Fatal(err)
+	}
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.File.Close() })
+	if err := m.Stream(path, engine.StreamOptions{Slots: 2, Direct: true}); err != nil {
+		t.Fatal(err)
+	}
+	var last gguf.TensorInfo
+	for _, ti := range m.File.Tensors {
+		if strings.Contains(ti.Name, "_exps.") && ti.Offset >= last.Offset {
+			last = ti
+		}
+	}
+	be := cpu.New(0)
+	t.Cleanup(be.Close)
+	sess, err := engine.NewSession(m, be, engine.Options{Context: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, Config{Session: sess, Tiny: true, ModelName: "tiny"})
+	oc := openaiClient(ts)
+	ctx := context.Background()
+	chat := func(text string) error {
+		_, err := oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:     "deepseek-v4-flash",
+			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage(text)},
+			MaxTokens: openai.Int(8),
+		})
+		return err
+	}
+	if err := chat("Hello before"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Keep the first expert of the last stack, lose the rest.
+	page := int64(os.Getpagesize())
+	cut := (int64(m.File.DataOffset+last.Offset) + int64(last.Size)/int64(layout.Tiny().Experts) + page) / page * page
+	if err := os.Truncate(path, cut); err != nil {
+		t.Fatal(err)
+	}
+	err = chat("A longer question, so that many experts are routed to and one of the lost ones is needed")
+	var e *openai.Error
+	if !errors.As(err, &e) || e.StatusCode != 500 ||
+		!strings.Contains(e.Message, "reading a routed expert") && !strings.Contains(e.Message, "model file changed size") {
+		t.Fatalf("with the file cut: %v; want a 500 naming the expert read or the size change", err)
+	}
+	t.Logf("with the file cut: %s", e.Message)
+	if status, body := get(t, ts.url+"/healthz"); status != 200 || body != "ok\n" {
+		t.Fatalf("/healthz after a failed read: %d %q", status, body)
+	}
+	if err := os.WriteFile(path, orig, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := chat("Hello again"); err != nil {
