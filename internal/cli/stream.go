@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -124,6 +125,27 @@ type Streamed struct {
 	Split     membudget.Split // the default budget's split; Memory is 0 for a size given
 	Source    string          // where Split.Memory comes from
 	Pin       *mmap.Pin
+	// GoLimit is the Go runtime's soft memory limit StartStreaming set
+	// (debug.SetMemoryLimit), 0 when it set none.
+	GoLimit int64
+}
+
+// goLimitShare is the share of the process's memory the Go runtime's
+// soft limit hands out before the pinned weights and the expert cache,
+// which live outside its heap, are taken off: the budget's Fraction and a
+// quarter of its headroom, the rest left to what the kernel holds for the
+// process (the mapping's page tables, the pages of the file read on
+// demand) and to the limit's being soft.
+const goLimitShare = 0.85
+
+// goMemoryLimit returns the soft limit that keeps the Go heap from
+// growing, between two collections, past what mem leaves beside pinned
+// bytes of weights and a cache of cache bytes; 0 when nothing is left.
+// Without it the collector lets the heap reach twice its live size (a
+// probe buffer freed and another allocated count both), which under a
+// cgroup limit ends in the kernel killing the process.
+func goMemoryLimit(mem, pinned, cache int64) int64 {
+	return max(0, int64(goLimitShare*float64(mem))-pinned-cache)
 }
 
 // StartStreaming turns SSD streaming on for m, opened from path, as the
@@ -182,6 +204,12 @@ func (s *Streaming) StartStreaming(m *engine.Model, path string, setup StreamSet
 		return nil, fmt.Errorf("ssd streaming: %w", err)
 	}
 	st.Pin = engine.PinResident(m)
+	// A limit set by GOMEMLIMIT or by an earlier call stands.
+	if st.Split.Memory > 0 && debug.SetMemoryLimit(-1) == math.MaxInt64 {
+		if st.GoLimit = goMemoryLimit(st.Split.Memory, st.Pin.Bytes, int64(st.Slots)*st.SlotBytes); st.GoLimit > 0 {
+			debug.SetMemoryLimit(st.GoLimit)
+		}
+	}
 	fmt.Fprintf(stderr, "%s: %s\n", prog, st.Line(m))
 	return st, nil
 }
@@ -203,6 +231,9 @@ func (st *Streamed) Line(m *engine.Model) string {
 	if st.Split.Memory > 0 {
 		fmt.Fprintf(&b, "; budget %.0f %% of %s (%s) less context %s and sessions' and other buffers %s",
 			100*membudget.Fraction, MiB(st.Split.Memory), st.Source, MiB(st.Split.Context), MiB(st.Split.Session))
+	}
+	if st.GoLimit > 0 {
+		fmt.Fprintf(&b, "; Go heap limit %s", MiB(st.GoLimit))
 	}
 	if st.Pin.Err != nil {
 		fmt.Fprintf(&b, "; not locked: %v", st.Pin.Err)

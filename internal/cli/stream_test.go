@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"testing"
 	"time"
@@ -127,6 +128,8 @@ func TestStartStreaming(t *testing.T) {
 			s := AddStreaming(fs)
 			require.NoError(t, Parse(fs, c.args))
 			var w bytes.Buffer
+			prev := debug.SetMemoryLimit(-1)
+			t.Cleanup(func() { debug.SetMemoryLimit(prev) })
 			m := open(t)
 			st, err := s.StartStreaming(m, c.path, StreamSetup{Context: 256, Reserve: c.reserve}, "prog", &w)
 			if c.err != "" {
@@ -152,6 +155,9 @@ func TestStartStreaming(t *testing.T) {
 				require.LessOrEqual(t, st.Slots, total)
 				require.Positive(t, st.Split.Memory)
 				require.Contains(t, w.String(), "% of ")
+				require.Equal(t, goMemoryLimit(st.Split.Memory, st.Pin.Bytes, int64(st.Slots)*st.SlotBytes), st.GoLimit)
+				require.Equal(t, st.GoLimit, debug.SetMemoryLimit(-1), "the Go runtime's soft limit")
+				require.Contains(t, w.String(), "; Go heap limit ")
 			}
 			require.Contains(t, []string{mmap.Locked, mmap.Populated}, st.Pin.How)
 			require.Regexp(t, `(?m)^prog: ssd streaming: resident [0-9.]+ MiB \((mlock|populate)\), expert cache [0-9.]+ MiB = [0-9]+ experts of [0-9.]+ MiB \(O_DIRECT\)`, w.String())
@@ -163,4 +169,20 @@ func TestStreamSummary(t *testing.T) {
 	st := expertcache.Stats{Hits: 90, Misses: 10, BytesRead: 10 << 20, ReadP50: 1500 * time.Microsecond, ReadP99: 4 * time.Millisecond}
 	require.Equal(t, "ssd: hit rate 90.0 %, 2.50 MiB read/token, read p50 1.50 ms p99 4.00 ms", StreamSummary(st, 4))
 	require.Equal(t, "ssd: hit rate 0.0 %, 0.00 MiB read/token, read p50 0.00 ms p99 0.00 ms", StreamSummary(expertcache.Stats{}, 0))
+}
+
+func TestGoMemoryLimit(t *testing.T) {
+	for _, c := range []struct {
+		name               string
+		mem, pinned, cache int64
+		want               int64
+	}{
+		{"4 GiB limit", 4000, 1000, 1000, 1400}, // 0.85·4000 − 2000
+		{"nothing left", 1000, 500, 400, 0},
+		{"no cache", 2000, 0, 0, 1700},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, goMemoryLimit(c.mem, c.pinned, c.cache))
+		})
+	}
 }
