@@ -364,6 +364,36 @@ func (s *Session) ffn(il int, toks []int) error {
 	return nil
 }
 
+// expertInput returns the rows of f, the chunk's FFN inputs, of the
+// tokens routed to expert e, in its grouped slot order: a lone token's row
+// in place (so that the experts of a decode step share one quantized
+// input), else the rows gathered into the scratch at e's first slot.
+func (s *Session) expertInput(f []float32, e int) []float32 {
+	sc, k, d := s.s, s.m.Params.ExpertsUsed, s.m.Params.Embd
+	j, c := sc.first[e], sc.count[e]
+	if c == 1 {
+		i := sc.order[j] / k
+		return f[i*d : (i+1)*d]
+	}
+	x := sc.xg[j*d : (j+c)*d]
+	for q := range c {
+		i := sc.order[j+q] / k
+		copy(x[q*d:(q+1)*d], f[i*d:(i+1)*d])
+	}
+	return x
+}
+
+// usedExperts appends to ids, in expert order, the experts with a nonzero
+// count, and returns it.
+func usedExperts(ids []int, count []int) []int {
+	for e, c := range count {
+		if c != 0 {
+			ids = append(ids, e)
+		}
+	}
+	return ids
+}
+
 // routedMapped runs the gate and up products of the routed experts of the
 // chunk's n tokens on the mapped weights, in one job with ps (the shared
 // expert's down), then each slot's SwiGLU. Each expert multiplies all the
@@ -372,23 +402,12 @@ func (s *Session) ffn(il int, toks []int) error {
 // all the experts of a decode step share one quantized input.
 func (s *Session) routedMapped(l *Layer, f []float32, n int, ps []backends.Product, clamp float32) {
 	p, sc, be := s.m.Params, s.s, s.be
-	k, ff, d := p.ExpertsUsed, p.ExpertFF, p.Embd
+	k, ff := p.ExpertsUsed, p.ExpertFF
 	for e, c := range sc.count {
 		if c == 0 {
 			continue
 		}
-		j := sc.first[e]
-		var x []float32
-		if c == 1 {
-			i := sc.order[j] / k
-			x = f[i*d : (i+1)*d]
-		} else {
-			x = sc.xg[j*d : (j+c)*d]
-			for q := range c {
-				i := sc.order[j+q] / k
-				copy(x[q*d:(q+1)*d], f[i*d:(i+1)*d])
-			}
-		}
+		j, x := sc.first[e], s.expertInput(f, e)
 		ps = append(ps,
 			backends.Product{Dst: sc.g[j*ff : (j+c)*ff], W: l.GateExps.Expert(e), X: x, N: c},
 			backends.Product{Dst: sc.u[j*ff : (j+c)*ff], W: l.UpExps.Expert(e), X: x, N: c})

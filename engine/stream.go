@@ -117,13 +117,7 @@ func (s *Session) prefetchHash(toks []int) {
 				sc.count[e] = 1
 			}
 		}
-		ids := sc.ids[:0]
-		for e, c := range sc.count {
-			if c != 0 {
-				ids = append(ids, e)
-			}
-		}
-		s.m.experts.Prefetch(il, ids)
+		s.m.experts.Prefetch(il, usedExperts(sc.ids[:0], sc.count))
 	}
 }
 
@@ -144,13 +138,8 @@ func expertView(w backends.Matrix, b []byte) backends.Matrix {
 // same bits.
 func (s *Session) routedStreaming(il int, l *Layer, f []float32, ps []backends.Product, clamp float32) error {
 	p, sc, be, c := s.m.Params, s.s, s.be, s.m.experts
-	k, ff, d := p.ExpertsUsed, p.ExpertFF, p.Embd
-	ids := sc.ids[:0]
-	for e, n := range sc.count {
-		if n != 0 {
-			ids = append(ids, e)
-		}
-	}
+	ff, d := p.ExpertFF, p.Embd
+	ids := usedExperts(sc.ids[:0], sc.count)
 	for g0 := 0; g0 < len(ids); g0 += s.m.expertSlots {
 		grp := ids[g0:min(len(ids), g0+s.m.expertSlots)]
 		views := sc.views[:len(grp)]
@@ -161,18 +150,7 @@ func (s *Session) routedStreaming(il int, l *Layer, f []float32, ps []backends.P
 			ps = ps[:0]
 		}
 		for gi, e := range grp {
-			j, n := sc.first[e], sc.count[e]
-			var x []float32
-			if n == 1 {
-				i := sc.order[j] / k
-				x = f[i*d : (i+1)*d]
-			} else {
-				x = sc.xg[j*d : (j+n)*d]
-				for q := range n {
-					i := sc.order[j+q] / k
-					copy(x[q*d:(q+1)*d], f[i*d:(i+1)*d])
-				}
-			}
+			j, n, x := sc.first[e], sc.count[e], s.expertInput(f, e)
 			ps = append(ps,
 				backends.Product{Dst: sc.g[j*ff : (j+n)*ff], W: expertView(l.GateExps, views[gi].Gate), X: x, N: n},
 				backends.Product{Dst: sc.u[j*ff : (j+n)*ff], W: expertView(l.UpExps, views[gi].Up), X: x, N: n})
