@@ -26,36 +26,10 @@ import (
 // names the size change, /healthz must still answer, and the server must
 // serve again once the file is restored.
 func TestTruncatedModelFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	if _, err := synth.WriteFile(path, synth.Options{Params: layout.Tiny(), Recipe: layout.RecipeQ2, Seed: engine.TinySeed}); err != nil {
-		t.Fatal(err)
-	}
-	orig, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := engine.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.File.Close() })
-	be := cpu.New(0)
-	t.Cleanup(be.Close)
-	sess, err := engine.NewSession(m, be, engine.Options{Context: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := startServer(t, Config{Session: sess, Tiny: true, ModelName: "tiny"})
-	oc, ac := openaiClient(ts), anthropicClient(ts)
+	path, orig, m, ts := fileServer(t, 0)
+	ac := anthropicClient(ts)
 	ctx := context.Background()
-	chat := func(text string) error {
-		_, err := oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
-			Model:     "deepseek-v4-flash",
-			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage(text)},
-			MaxTokens: openai.Int(3),
-		})
-		return err
-	}
+	chat := chatter(ts, 3)
 	if err := chat("Hello before"); err != nil {
 		t.Fatal(err)
 	}
@@ -119,45 +93,14 @@ func TestTruncatedModelFile(t *testing.T) {
 // gets a 500 naming the failed read or the fault, /healthz still answers,
 // and the server serves again once the file is restored.
 func TestTruncatedModelFileStreaming(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	if _, err := synth.WriteFile(path, synth.Options{Params: layout.Tiny(), Recipe: layout.RecipeQ2, Seed: engine.TinySeed}); err != nil {
-		t.Fatal(err)
-	}
-	orig, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := engine.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.File.Close() })
-	if err := m.Stream(path, engine.StreamOptions{Slots: 2, Direct: true}); err != nil {
-		t.Fatal(err)
-	}
+	path, orig, m, ts := fileServer(t, 2)
 	var last gguf.TensorInfo
 	for _, ti := range m.File.Tensors {
 		if strings.Contains(ti.Name, "_exps.") && ti.Offset >= last.Offset {
 			last = ti
 		}
 	}
-	be := cpu.New(0)
-	t.Cleanup(be.Close)
-	sess, err := engine.NewSession(m, be, engine.Options{Context: 256})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := startServer(t, Config{Session: sess, Tiny: true, ModelName: "tiny"})
-	oc := openaiClient(ts)
-	ctx := context.Background()
-	chat := func(text string) error {
-		_, err := oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
-			Model:     "deepseek-v4-flash",
-			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage(text)},
-			MaxTokens: openai.Int(8),
-		})
-		return err
-	}
+	chat := chatter(ts, 8)
 	if err := chat("Hello before"); err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +111,7 @@ func TestTruncatedModelFileStreaming(t *testing.T) {
 	if err := os.Truncate(path, cut); err != nil {
 		t.Fatal(err)
 	}
-	err = chat("A longer question, so that many experts are routed to and one of the lost ones is needed")
+	err := chat("A longer question, so that many experts are routed to and one of the lost ones is needed")
 	var e *openai.Error
 	if !errors.As(err, &e) || e.StatusCode != 500 ||
 		!strings.Contains(e.Message, "reading a routed expert") && !strings.Contains(e.Message, "model file changed size") {
@@ -183,5 +126,50 @@ func TestTruncatedModelFileStreaming(t *testing.T) {
 	}
 	if err := chat("Hello again"); err != nil {
 		t.Fatalf("after the file was restored: %v", err)
+	}
+}
+
+// fileServer serves the tiny model from a file of its own, its routed
+// experts streamed through a cache of slots experts when slots > 0; it
+// returns the file's path and bytes, the model and the server.
+func fileServer(t *testing.T, slots int) (path string, orig []byte, m *engine.Model, ts *testServer) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "tiny.gguf")
+	if _, err := synth.WriteFile(path, synth.Options{Params: layout.Tiny(), Recipe: layout.RecipeQ2, Seed: engine.TinySeed}); err != nil {
+		t.Fatal(err)
+	}
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err = engine.Open(path); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.File.Close() })
+	if slots > 0 {
+		if err := m.Stream(path, engine.StreamOptions{Slots: slots, Direct: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	be := cpu.New(0)
+	t.Cleanup(be.Close)
+	sess, err := engine.NewSession(m, be, engine.Options{Context: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, orig, m, startServer(t, Config{Session: sess, Tiny: true, ModelName: "tiny"})
+}
+
+// chatter returns a function that sends one user message to ts through
+// the OpenAI SDK, asking for at most maxTokens tokens.
+func chatter(ts *testServer, maxTokens int64) func(text string) error {
+	oc := openaiClient(ts)
+	return func(text string) error {
+		_, err := oc.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+			Model:     "deepseek-v4-flash",
+			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage(text)},
+			MaxTokens: openai.Int(maxTokens),
+		})
+		return err
 	}
 }
