@@ -5,14 +5,12 @@ package engine
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ds4-go/ds4/backends/cpu"
-	"github.com/ds4-go/ds4/convert/synth"
 	"github.com/ds4-go/ds4/engine/layout"
 )
 
@@ -23,12 +21,8 @@ import (
 // weights), and the model must work again once the file is restored.
 func TestTruncatedModelFile(t *testing.T) {
 	p := layout.Tiny()
-	p.Vocab = 1024
-	tab, err := tables()
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	_, err = synth.WriteFile(path, synth.Options{Params: p, Recipe: layout.RecipeQ2, Seed: 5, Tables: tab})
-	require.NoError(t, err)
+	p.Vocab = 1024 // tinyFile's
+	path := tinyFile(t, layout.RecipeQ2)
 	orig, err := os.ReadFile(path)
 	require.NoError(t, err)
 	m, err := Open(path)

@@ -2,14 +2,12 @@ package engine
 
 import (
 	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ds4-go/ds4/convert/synth"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/internal/mmap"
 )
@@ -19,12 +17,7 @@ import (
 // and that ResidentTensors leaves out exactly the routed stacks.
 func TestExpertLayers(t *testing.T) {
 	p := layout.Tiny()
-	p.Vocab = 1024
-	tab, err := tables()
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	_, err = synth.WriteFile(path, synth.Options{Params: p, Recipe: layout.RecipeQ2, Seed: 5, Tables: tab})
-	require.NoError(t, err)
+	path := tinyFile(t, layout.RecipeQ2)
 	m, err := Open(path)
 	require.NoError(t, err)
 	defer m.File.Close()
@@ -75,13 +68,7 @@ func TestExpertLayers(t *testing.T) {
 // reach into no expert stack but for the part of a page it shares with
 // a resident neighbour at either end.
 func TestPinResident(t *testing.T) {
-	p := layout.Tiny()
-	p.Vocab = 1024
-	tab, err := tables()
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	_, err = synth.WriteFile(path, synth.Options{Params: p, Recipe: layout.RecipeQ2, Seed: 5, Tables: tab})
-	require.NoError(t, err)
+	path := tinyFile(t, layout.RecipeQ2)
 	m, err := Open(path)
 	require.NoError(t, err)
 	defer m.File.Close()
