@@ -43,17 +43,13 @@ func (m *Model) ResidentData() [][]byte {
 	if m.File == nil {
 		return nil
 	}
-	routed := make(map[string]bool)
+	tensors := m.File.Tensors
 	if m.experts != nil {
-		for _, l := range m.Layers {
-			routed[l.GateExps.Name], routed[l.UpExps.Name], routed[l.DownExps.Name] = true, true, true
-		}
+		tensors = ResidentTensors(m)
 	}
-	var out [][]byte
-	for _, t := range m.File.Tensors {
-		if !routed[t.Name] {
-			out = append(out, m.File.TensorData(t))
-		}
+	out := make([][]byte, 0, len(tensors))
+	for _, t := range tensors {
+		out = append(out, m.File.TensorData(t))
 	}
 	return out
 }
