@@ -35,6 +35,17 @@ func testFile(t testing.TB, dir string) (string, []Layer) {
 	return path, layers
 }
 
+// acquireChecked acquires the experts exps of layer il into dst, checks
+// their views against the file and releases them.
+func acquireChecked(t testing.TB, c *Cache, layers []Layer, il int, exps []int, dst []Expert, msgAndArgs ...any) {
+	t.Helper()
+	require.NoError(t, c.Acquire(il, exps, dst), msgAndArgs...)
+	for i, e := range exps {
+		checkView(t, layers[il], e, dst[i])
+	}
+	c.Release(il, exps)
+}
+
 // checkView fails unless v is expert e of layer l's bytes in the file.
 func checkView(t testing.TB, l Layer, e int, v Expert) {
 	t.Helper()
@@ -80,11 +91,7 @@ func TestCacheReadsExperts(t *testing.T) {
 			dst := make([]Expert, 3)
 			for _, il := range []int{0, 2} {
 				exps := []int{7, 0, 3}
-				require.NoError(t, c.Acquire(il, exps, dst))
-				for i, e := range exps {
-					checkView(t, layers[il], e, dst[i])
-				}
-				c.Release(il, exps)
+				acquireChecked(t, c, layers, il, exps, dst)
 			}
 			st := c.Stats()
 			require.Equal(t, int64(6), st.Misses)
@@ -140,11 +147,7 @@ func TestCacheEvictsLRU(t *testing.T) {
 		{0, []int{0, 2}, 3},
 	}
 	for i, st := range steps {
-		require.NoError(t, c.Acquire(st.il, st.exps, dst), "step %d", i)
-		for k, e := range st.exps {
-			checkView(t, layers[st.il], e, dst[k])
-		}
-		c.Release(st.il, st.exps)
+		acquireChecked(t, c, layers, st.il, st.exps, dst, "step %d", i)
 		require.Equal(t, st.hits, c.Stats().Hits, "step %d", i)
 	}
 	require.Equal(t, int64(10-3), c.Stats().Misses)
@@ -159,9 +162,7 @@ func TestCacheEvictsLFU(t *testing.T) {
 		require.NoError(t, err)
 		dst := make([]Expert, 1)
 		for _, e := range []int{0, 0, 0, 1, 2, 0} {
-			require.NoError(t, c.Acquire(0, []int{e}, dst))
-			checkView(t, layers[0], e, dst[0])
-			c.Release(0, []int{e})
+			acquireChecked(t, c, layers, 0, []int{e}, dst)
 		}
 		// LFU keeps 0 when 2 comes; LRU evicts it.
 		want := map[Policy]int64{LRU: 2, LFU: 3}[pol]
@@ -317,17 +318,10 @@ func TestCacheTruncatedFile(t *testing.T) {
 			require.Zero(t, pinned(c))
 			for _, il := range []int{0, 2} {
 				exps := []int{0, 1, 2}
-				require.NoError(t, c.Acquire(il, exps, dst))
-				for i, e := range exps {
-					checkView(t, layers[il], e, dst[i])
-				}
-				c.Release(il, exps)
+				acquireChecked(t, c, layers, il, exps, dst)
 			}
 			require.NoError(t, os.WriteFile(path, whole, 0o644))
-			require.NoError(t, c.Acquire(2, []int{6, 7}, dst))
-			checkView(t, layers[2], 6, dst[0])
-			checkView(t, layers[2], 7, dst[1])
-			c.Release(2, []int{6, 7})
+			acquireChecked(t, c, layers, 2, []int{6, 7}, dst)
 			require.Zero(t, pinned(c))
 		})
 	}
@@ -349,10 +343,7 @@ func TestCacheDirectFallback(t *testing.T) {
 	defer c.Close()
 	require.False(t, c.Stats().Direct)
 	dst := make([]Expert, 2)
-	require.NoError(t, c.Acquire(0, []int{3, 4}, dst))
-	checkView(t, layers[0], 3, dst[0])
-	checkView(t, layers[0], 4, dst[1])
-	c.Release(0, []int{3, 4})
+	acquireChecked(t, c, layers, 0, []int{3, 4}, dst)
 	require.Equal(t, int64(2*(1500+1500+3000)), c.Stats().BytesRead, "buffered reads read no padding")
 	if fd := openDirect(path); fd != nil {
 		fd.Close()
