@@ -44,12 +44,7 @@ func TestNewEvalSampler(t *testing.T) {
 // seen once, in order; an error from the callback and a canceled context
 // stop the run, leaving the rest PENDING.
 func TestEvaluatorRunAll(t *testing.T) {
-	m, err := engine.OpenTiny()
-	require.NoError(t, err)
-	tok, err := tokenizer.Default()
-	require.NoError(t, err)
-	be := cpu.New(2)
-	defer be.Close()
+	m, tok, be := tinyRig(t, 2)
 	cases := []EvalCase{
 		{Source: "T", ID: "a", Question: "One?", Answer: "1", Kind: AnswerInteger},
 		{Source: "T", ID: "b", Question: "Two?", Answer: "2", Kind: AnswerInteger},
@@ -99,4 +94,17 @@ func TestEvaluatorRunAll(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, []EvalStatus{StatusPassed, StatusFailed}, results[0].Status)
 	require.Equal(t, []EvalStatus{StatusPending, StatusPending}, []EvalStatus{results[1].Status, results[2].Status})
+}
+
+// tinyRig opens the built-in tiny model, the tokenizer and a CPU backend
+// of threads workers (0: one per CPU), closed when the test ends.
+func tinyRig(t *testing.T, threads int) (*engine.Model, *tokenizer.Tokenizer, *cpu.Backend) {
+	t.Helper()
+	m, err := engine.OpenTiny()
+	require.NoError(t, err)
+	tok, err := tokenizer.Default()
+	require.NoError(t, err)
+	be := cpu.New(threads)
+	t.Cleanup(be.Close)
+	return m, tok, be
 }

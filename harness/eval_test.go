@@ -257,12 +257,7 @@ func TestTokenRank(t *testing.T) {
 // TestEvaluatorTiny runs cases on the built-in tiny model: the budget
 // controller, the prompt sync and the grading of real generations.
 func TestEvaluatorTiny(t *testing.T) {
-	m, err := engine.OpenTiny()
-	require.NoError(t, err)
-	tok, err := tokenizer.Default()
-	require.NoError(t, err)
-	be := cpu.New(2)
-	defer be.Close()
+	m, tok, be := tinyRig(t, 2)
 	c := EvalCase{Source: "T", ID: "mc", Question: "Pick one.", Choices: []string{"yes", "no", "maybe"}, Answer: "B", Kind: AnswerChoice}
 	prompt := EncodeEvalPrompt(tok, &c, true)
 	s, err := engine.NewSession(m, be, engine.Options{Context: len(prompt) + 6})

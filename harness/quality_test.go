@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/sample"
 	"github.com/ds4-go/ds4/engine/tokenizer"
@@ -277,12 +276,7 @@ func TestQualityParquet(t *testing.T) {
 // independent computation: one prefill of prompt + target with every
 // position's logits, log-softmax in float64 here.
 func TestScoreTinyModel(t *testing.T) {
-	m, err := engine.OpenTiny()
-	require.NoError(t, err)
-	tok, err := tokenizer.Default()
-	require.NoError(t, err)
-	be := cpu.New(0)
-	defer be.Close()
+	m, tok, be := tinyRig(t, 0)
 	prompts := []PromptCase{{"case_000", "Explain B-tree insertion."}, {"it", "Spiega come funziona un B-tree."}}
 	dir := t.TempDir()
 	var log strings.Builder
