@@ -87,9 +87,7 @@ func runSweep(args []string, stdout, stderr io.Writer) error {
 	if err := checkScale("--attn-scale", f.attnScale); err != nil {
 		return cli.Usage(err)
 	}
-	switch harness.HashMode(f.hash) {
-	case harness.HashFull, harness.HashQuick, harness.HashNone:
-	default:
+	if !harness.HashMode(f.hash).Valid() {
 		return cli.Usage(cli.FlagError(fs, "hash", "must be sha256, quick or none"))
 	}
 	for _, in := range []struct{ name, path string }{{"direction", f.direction}, {"prompts", f.prompts}} {
