@@ -39,7 +39,7 @@ type genFlags struct {
 	ssd                               *cli.Streaming
 }
 
-func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h replHooks) (err error) {
+func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer, h replHooks) error {
 	var g genFlags
 	fs := pflag.NewFlagSet("ds4", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
