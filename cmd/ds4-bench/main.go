@@ -9,6 +9,8 @@
 //	ds4-bench roofline [-m MODEL] [--prefill N] [--decode N] [--parquet DIR]
 //	ds4-bench extrapolate -m SMALL -m LARGE [--layers N] [--pairs N] [--parquet DIR]
 //	ds4-bench redteam [--url http://127.0.0.1:8000] [--pid PID] [--case NAME]...
+//	ds4-bench serve [--endpoint URL] [--clients 1,2,4,8] [--requests M] [--max-tokens N]
+//	          [--prompt-tokens K] [--prompt-file F] [--fresh-prompts] [--parquet DIR] [--svg FILE]
 //
 // The CSV has upstream's columns exactly; --parquet adds one Parquet file
 // per run with the run metadata under DIR/bench/model=…/date=…/;
@@ -92,6 +94,12 @@ session is snapshotted before the generation probe and restored after it.`,
 			Summary:  "replay the red team's attacks on a running ds4-server",
 			Doc:      fmt.Sprintf(redteamDoc, wrapList(harness.RedTeamCases, 72)),
 			Run:      func(args []string) error { return runRedteam(ctx, args, stdout, stderr) },
+		}, {
+			Name:     "ds4-bench serve",
+			Synopsis: []string{"[--endpoint URL] [--clients N,N...] [--requests M] [flags]"},
+			Summary:  "load an OpenAI-compatible server with concurrent streaming clients",
+			Doc:      serveDoc,
+			Run:      func(args []string) error { return runServe(ctx, args, stdout, stderr) },
 		}},
 	}
 }
