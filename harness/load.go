@@ -328,6 +328,17 @@ func (q *LoadRequest) finish(offset time.Duration, times []time.Duration) {
 	}
 }
 
+// Summary describes the request in one line: its level, client and
+// index, then its tokens and latencies or its error.
+func (q LoadRequest) Summary() string {
+	s := fmt.Sprintf("clients %d, client %d, request %d: %d tokens, ttft %.1f ms, tpot %.1f ms",
+		q.Clients, q.Client, q.Request, q.CompletionTokens, q.TTFTMS, q.TPOTMS)
+	if q.Error != "" {
+		s += ", error: " + q.Error
+	}
+	return s
+}
+
 // aggregate sums up the requests of the level of n clients.
 func aggregate(n int, reqs []LoadRequest) LoadLevel {
 	l := LoadLevel{Clients: int64(n), Requests: int64(len(reqs))}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"sync"
 
 	"github.com/spf13/pflag"
 
@@ -128,22 +129,42 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	meta.ModelFile, meta.ModelName = f.cfg.Endpoint, f.cfg.Model
-	if !f.noProgress {
-		total := 0
-		for _, n := range f.cfg.Clients {
-			total += n * f.cfg.Requests
-		}
-		bar := progress.New(stderr, "ds4-bench serve", int64(total), " req")
-		f.cfg.Done = func(harness.LoadRequest) { bar.Add(1) }
-		defer bar.Finish()
-	}
+	finish := f.progress(stderr)
 	levels, reqs, runErr := harness.Load(ctx, f.cfg)
+	finish()
 	if len(levels) > 0 {
 		if err := harness.WriteLoadTable(stdout, levels); err != nil {
 			return err
 		}
 	}
 	return errors.Join(runErr, f.write(meta, levels, reqs, stderr))
+}
+
+// progress sets the run to report each finished request on stderr unless
+// --no-progress: on a terminal as a progress bar, otherwise as one line
+// per request. It returns the function that ends the report.
+func (f *serveFlags) progress(stderr io.Writer) func() {
+	if f.noProgress {
+		return func() {}
+	}
+	total := 0
+	for _, n := range f.cfg.Clients {
+		total += n * f.cfg.Requests
+	}
+	if isTerminal(stderr) {
+		bar := progress.New(stderr, "ds4-bench serve", int64(total), " req")
+		f.cfg.Done = func(harness.LoadRequest) { bar.Add(1) }
+		return bar.Finish
+	}
+	var mu sync.Mutex
+	done := 0
+	f.cfg.Done = func(q harness.LoadRequest) {
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		fmt.Fprintf(stderr, "ds4-bench serve: %d/%d %s\n", done, total, q.Summary())
+	}
+	return func() {}
 }
 
 // write writes the run as Parquet under --parquet and its chart to --svg,

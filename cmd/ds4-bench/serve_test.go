@@ -56,7 +56,7 @@ func TestServeTiny(t *testing.T) {
 	require.Regexp(t, `(?m)^ *clients +requests +errors +tokens +wall_s +tok/s +x +req/s +ttft_p50 +ttft_p99 +itl_p50 +itl_p99 *$`, out.String())
 	require.Regexp(t, `(?m)^ *1 +2 +0 +\d+ +\d+\.\d\d +\d+\.\d\d +1\.00 `, out.String())
 	require.Regexp(t, `(?m)^ *2 +4 +0 +\d+ `, out.String())
-	require.Contains(t, errOut.String(), "ds4-bench serve 100.0% 6 req/6 req")
+	require.Regexp(t, `(?m)^ds4-bench serve: 6/6 clients 2, client [01], request 1: [1-4] tokens, ttft \d+\.\d ms, tpot \d+\.\d ms$`, errOut.String())
 	levels, err := filepath.Glob(filepath.Join(dir, "load", "model=*", "date=*", "*.parquet"))
 	require.NoError(t, err)
 	require.Len(t, levels, 1)
@@ -118,8 +118,9 @@ func TestServeUsage(t *testing.T) {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"serve", "--endpoint", "http://" + addr, "--clients", "2", "--requests", "1", "--no-progress"}, &out, &errOut)
+	code := run(context.Background(), []string{"serve", "--endpoint", "http://" + addr, "--clients", "2", "--requests", "1"}, &out, &errOut)
 	require.Equal(t, 0, code, errOut.String())
 	require.Contains(t, errOut.String(), "requests name no model")
+	require.Regexp(t, `(?m)^ds4-bench serve: 2/2 clients 2, client [01], request 0: 0 tokens, ttft 0\.0 ms, tpot 0\.0 ms, error: .*connection refused$`, errOut.String())
 	require.Regexp(t, `(?m)^ *2 +2 +2 +0 `, out.String())
 }
