@@ -40,6 +40,11 @@ func Load(points []LoadPoint, opt LoadOptions) (*Chart, error) {
 		}
 	}
 	top, bottom := newPlot(opt.Title), newPlot("")
+	var levels levelTicks
+	for _, p := range points {
+		levels = append(levels, p.Clients)
+	}
+	top.X.Tick.Marker, bottom.X.Tick.Marker = levels, levels
 	top.Add(newGrid())
 	bottom.Add(newGrid())
 	top.Y.Label.Text = "aggregate tokens/s"
@@ -64,10 +69,25 @@ func Load(points []LoadPoint, opt LoadOptions) (*Chart, error) {
 	return &Chart{Width: w, Height: h, draw: func(c draw.Canvas) {
 		c.SetColor(color.White)
 		c.Fill(c.Rectangle.Path())
-		half := c.Size().Y / 2
-		top.Draw(draw.Crop(c, 8, -16, half+4, -8))
-		bottom.Draw(draw.Crop(c, 8, -16, 8, -half-12))
+		// Aligned, the panels share the x axis's position and scale.
+		tiles := draw.Tiles{Rows: 2, Cols: 1, PadTop: 8, PadBottom: 8, PadLeft: 8, PadRight: 16, PadY: 12}
+		cs := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, c)
+		top.Draw(cs[0][0])
+		bottom.Draw(cs[1][0])
 	}}, nil
+}
+
+// levelTicks marks the measured numbers of clients.
+type levelTicks []float64
+
+func (t levelTicks) Ticks(min, max float64) []plot.Tick {
+	var ts []plot.Tick
+	for _, v := range t {
+		if v >= min && v <= max {
+			ts = append(ts, plot.Tick{Value: v, Label: TickLabel(v)})
+		}
+	}
+	return ts
 }
 
 // addLoadLine adds y(p) against the clients to p as a line with point
