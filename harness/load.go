@@ -262,6 +262,7 @@ func readStream(body io.Reader, q *LoadRequest, t0 time.Time) ([]time.Duration, 
 	var times []time.Duration
 	for {
 		data, err := sr.Next()
+		at := time.Since(t0)
 		if err == io.EOF {
 			if q.FinishReason == "" {
 				return times, errors.New("stream ended before [DONE] and a finish reason")
@@ -290,7 +291,7 @@ func readStream(body io.Reader, q *LoadRequest, t0 time.Time) ([]time.Duration, 
 			}
 		}
 		if text {
-			times = append(times, time.Since(t0))
+			times = append(times, at)
 		}
 		if u := ch.Usage; u != nil {
 			q.Usage = true

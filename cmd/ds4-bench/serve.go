@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -119,7 +120,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return cli.Usage(fmt.Errorf("serve: --prompt-file %s: %w", f.promptFile, err))
 	}
 	if f.cfg.Model == "" {
-		if f.cfg.Model, err = harness.EndpointModel(ctx, http.DefaultClient, f.cfg.Endpoint, f.cfg.APIKey); err != nil {
+		if f.cfg.Model, err = harness.EndpointModel(ctx, &http.Client{Timeout: 30 * time.Second}, f.cfg.Endpoint, f.cfg.APIKey); err != nil {
 			fmt.Fprintf(stderr, "ds4-bench serve: requests name no model: %v\n", err)
 		}
 	}
