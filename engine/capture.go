@@ -23,15 +23,18 @@ func (c *Capture) prepare(layers, embd int) error {
 	return nil
 }
 
-// capture copies row n−1 of the scratch sublayer outputs into layer il's
-// capture row when capture is on for that sublayer.
-func (s *Session) capture(il, n int, attn bool) {
-	c := s.opt.Capture
-	if c == nil || c.Attn != attn || n == 0 {
-		return
+// capture copies the last row of each session of the pass from the
+// scratch sublayer outputs into layer il's capture row, where the session
+// captures that sublayer.
+func (f *pass) capture(il int, attn bool) {
+	e := f.m.Params.Embd
+	for i, s := range f.own {
+		c := s.opt.Capture
+		if c == nil || c.Attn != attn || (i+1 < f.n && f.own[i+1] == s) {
+			continue
+		}
+		copy(c.Rows[il*e:(il+1)*e], f.sc.y[i*e:(i+1)*e])
 	}
-	e := s.m.Params.Embd
-	copy(c.Rows[il*e:(il+1)*e], s.s.y[(n-1)*e:n*e])
 }
 
 // ExpertObserver sees every routed-expert evaluation of a forward pass

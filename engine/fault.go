@@ -18,17 +18,34 @@ var ErrModelFault = errors.New("engine: memory fault reading the model")
 // left it half-updated. Other panics, faults elsewhere included, go on.
 func (s *Session) guard(err *error, old bool) {
 	debug.SetPanicOnFault(old)
-	p := recover()
-	if p == nil {
-		return
+	if p := recover(); p != nil {
+		*err = s.m.fault(p)
+		s.Reset()
 	}
+}
+
+// guardBatch is guard for a step over the sessions ss, which a fault
+// resets all.
+func guardBatch(err *error, old bool, ss []*Session) {
+	debug.SetPanicOnFault(old)
+	if p := recover(); p != nil {
+		*err = ss[0].m.fault(p)
+		for _, s := range ss {
+			s.Reset()
+		}
+	}
+}
+
+// fault returns the error of a memory fault p, recovered from a step,
+// raised reading m's file buffer; it panics again with p for any other
+// panic (a bug).
+func (m *Model) fault(p any) error {
 	e, _ := p.(error)
 	var fault interface{ Addr() uintptr }
-	if e == nil || !errors.As(e, &fault) || s.m.File == nil || !s.m.File.Holds(fault.Addr()) {
-		panic(p) // not a read of the model's mapping: a bug
+	if e == nil || !errors.As(e, &fault) || m.File == nil || !m.File.Holds(fault.Addr()) {
+		panic(p)
 	}
-	s.Reset()
-	*err = s.m.faultError()
+	return m.faultError()
 }
 
 // faultError describes a memory fault raised reading m's weights, naming

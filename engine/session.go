@@ -63,10 +63,10 @@ type Session struct {
 	layers []layerState
 	logits []float32
 	s      *scratch
-	one    [1]int    // Decode's token, so decoding allocates nothing
-	chunk  int       // tokens per prefill chunk (PrefillChunk; benchmarks vary it)
-	tw     tokenWork // the per-token steps' parallel job (tokens.go)
-	layer  func()    // SetLayerHook's function, or nil
+	one    [1]int // Decode's token, so decoding allocates nothing
+	chunk  int    // tokens per prefill chunk (PrefillChunk; benchmarks vary it)
+	f      pass   // the forward pass over s.s, reused from step to step
+	layer  func() // SetLayerHook's function, or nil
 	// epoch counts the times the state was replaced rather than extended
 	// (Reset, Restore, Rewind, a payload read), which voids earlier
 	// checkpoints.
@@ -251,8 +251,8 @@ func (s *Session) forward(tokens []int, all []float32) (err error) {
 		return fmt.Errorf("%w: %d + %d tokens exceed %d", ErrContextFull, len(s.tokens), len(tokens), s.opt.Context)
 	}
 	for _, t := range tokens {
-		if t < 0 || t >= s.m.Params.Vocab {
-			return fmt.Errorf("engine: token %d outside the vocabulary (%d)", t, s.m.Params.Vocab)
+		if err := s.m.checkToken(t); err != nil {
+			return err
 		}
 	}
 	p := s.m.Params
@@ -262,37 +262,19 @@ func (s *Session) forward(tokens []int, all []float32) (err error) {
 		if s.s.n < n {
 			s.s = newScratch(p, n)
 		}
-		sc := s.s
-		hcd := p.HC * p.Embd
-		for i, t := range toks {
-			x := sc.X[i*hcd : (i+1)*hcd]
-			if err := s.m.embed(x[:p.Embd], t); err != nil {
-				return err
-			}
-			for h := 1; h < p.HC; h++ {
-				copy(x[h*p.Embd:(h+1)*p.Embd], x[:p.Embd])
-			}
+		f := &s.f
+		f.begin(s.m, s.be, s.s, toks)
+		for i := range f.own {
+			f.own[i], f.pos[i] = s, len(s.tokens)+i
 		}
-		if s.m.experts != nil && s.m.prefetch {
-			s.prefetchHash(toks)
-		}
-		pos0 := len(s.tokens)
-		for il := range s.m.Layers {
-			s.attention(il, toks, pos0)
-			if err := s.ffn(il, toks); err != nil {
-				// The chunk's earlier layers are half-updated.
-				s.Reset()
-				return err
-			}
-			if s.layer != nil {
-				s.layer()
-			}
+		if err := f.run(); err != nil {
+			return err
 		}
 		s.tokens = append(s.tokens, toks...)
 		if all != nil {
-			s.outputHead(all[start*p.Vocab:(start+n)*p.Vocab], n)
+			f.head(all[start*p.Vocab:(start+n)*p.Vocab], 0, n)
 		} else if start+n == len(tokens) {
-			s.outputLast(n)
+			f.head(s.logits, n-1, n)
 		}
 	}
 	if all != nil {
@@ -301,46 +283,10 @@ func (s *Session) forward(tokens []int, all []float32) (err error) {
 	return nil
 }
 
-// outputLast computes the logits of the last token of the chunk.
-func (s *Session) outputLast(n int) {
-	p := s.m.Params
-	hcd := p.HC * p.Embd
-	x := s.s.X[(n-1)*hcd : n*hcd]
-	s.head(s.logits, x)
-}
-
-// outputHead computes the logits of every token of the chunk into dst.
-func (s *Session) outputHead(dst []float32, n int) {
-	p := s.m.Params
-	hcd := p.HC * p.Embd
-	for i := range n {
-		s.head(dst[i*p.Vocab:(i+1)*p.Vocab], s.s.X[i*hcd:(i+1)*hcd])
+// checkToken reports whether t is outside the vocabulary.
+func (m *Model) checkToken(t int) error {
+	if t < 0 || t >= m.Params.Vocab {
+		return fmt.Errorf("engine: token %d outside the vocabulary (%d)", t, m.Params.Vocab)
 	}
-}
-
-// head is the output head of docs/formats/model.md#output-head for one token's HC state x.
-func (s *Session) head(dst, x []float32) {
-	m, p, sc, be := s.m, s.m.Params, s.s, s.be
-	hcd := p.HC * p.Embd
-	be.RMSNorm(sc.flat[:hcd], x, nil, p.RMSEps)
-	mix := sc.mix[:p.HC]
-	be.MatVec(mix, m.OutHCFn, sc.flat[:hcd])
-	e := sc.e[:p.Embd]
-	be.HCHead(e, x, mix, m.OutHCScale, m.OutHCBase, p.HCEps)
-	be.RMSNorm(e, e, m.OutNorm, p.RMSEps)
-	be.MatVec(dst, m.Output, e)
-}
-
-// hcMixes normalizes each token's HC state and projects it with fn,
-// writing HCMix values per token into sc.mixes.
-func (s *Session) hcMixes(fn backends.Matrix, n int) {
-	p, sc := s.m.Params, s.s
-	hcd := p.HC * p.Embd
-	s.eachToken(stepHCNorm, nil, n, 0)
-	s.be.MatMul(sc.mixes[:n*p.HCMix()], fn, sc.flat[:n*hcd], n)
-}
-
-// hcPostAll applies HC_POST to every token: X = y·post + comb·X.
-func (s *Session) hcPostAll(n int) {
-	s.eachToken(stepHCPost, nil, n, 0)
+	return nil
 }

@@ -35,25 +35,25 @@ func (st *Steering) Validate(p layout.Params) error {
 	return nil
 }
 
-// steer applies y := y − scale·v·dot(v, y) to the first n rows of the
-// scratch sublayer outputs with layer il's direction; a zero scale or no
-// steering leaves them untouched.
-func (s *Session) steer(il, n int, attn bool) {
-	st := s.opt.Steering
-	if st == nil {
-		return
-	}
-	scale := st.FFN
-	if attn {
-		scale = st.Attn
-	}
-	if scale == 0 {
-		return
-	}
-	e := s.m.Params.Embd
-	v := st.Dir[il*e : (il+1)*e]
-	for i := range n {
-		y := s.s.y[i*e : (i+1)*e]
+// steer applies y := y − scale·v·dot(v, y) to each row of the scratch
+// sublayer outputs with layer il's direction of the row's session's
+// steering; a zero scale or no steering leaves a row untouched.
+func (f *pass) steer(il int, attn bool) {
+	e := f.m.Params.Embd
+	for i, s := range f.own {
+		st := s.opt.Steering
+		if st == nil {
+			continue
+		}
+		scale := st.FFN
+		if attn {
+			scale = st.Attn
+		}
+		if scale == 0 {
+			continue
+		}
+		v := st.Dir[il*e : (il+1)*e]
+		y := f.sc.y[i*e : (i+1)*e]
 		if s.observeSteer != nil {
 			s.observeSteer(il, attn, false, y)
 		}

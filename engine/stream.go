@@ -98,12 +98,13 @@ func (m *Model) ExpertLayers() ([]expertcache.Layer, int, error) {
 }
 
 // prefetchHash asks the expert cache to read ahead the experts the hash
-// layers will route toks to: they depend on the token ids alone.
-func (s *Session) prefetchHash(toks []int) {
-	p, sc := s.m.Params, s.s
+// layers will route the pass's tokens to: they depend on the token ids
+// alone.
+func (f *pass) prefetchHash() {
+	p, sc := f.m.Params, f.sc
 	k := p.ExpertsUsed
-	for il := range s.m.Layers {
-		l := &s.m.Layers[il]
+	for il := range f.m.Layers {
+		l := &f.m.Layers[il]
 		if l.Tid2Eid == nil {
 			continue
 		}
@@ -112,12 +113,12 @@ func (s *Session) prefetchHash(toks []int) {
 		// so that a cache smaller than the chunk's experts prefetches the
 		// first group.
 		clear(sc.count)
-		for _, t := range toks {
+		for _, t := range f.toks {
 			for _, e := range l.Tid2Eid[t*k : (t+1)*k] {
 				sc.count[e] = 1
 			}
 		}
-		s.m.experts.Prefetch(il, usedExperts(sc.ids[:0], sc.count))
+		f.m.experts.Prefetch(il, usedExperts(sc.ids[:0], sc.count))
 	}
 }
 
@@ -128,7 +129,7 @@ func expertView(w backends.Matrix, b []byte) backends.Matrix {
 	return w
 }
 
-// routedStreaming runs the routed experts of layer il for the chunk's
+// routedStreaming runs the routed experts of layer il for the pass's
 // n·k slots grouped by expert (sc.count, sc.first, sc.order) on the
 // expert cache: in groups of at most the cache's slots, each group's
 // experts acquired at once, their gate and up products (the first group's
@@ -136,12 +137,12 @@ func expertView(w backends.Matrix, b []byte) backends.Matrix {
 // run on the slots' bytes, then released. Every product and every slot's
 // SwiGLU is the mapped path's over the same bytes, so the results are the
 // same bits.
-func (s *Session) routedStreaming(il int, l *Layer, f []float32, ps []backends.Product, clamp float32) error {
-	p, sc, be, c := s.m.Params, s.s, s.be, s.m.experts
+func (f *pass) routedStreaming(il int, l *Layer, in []float32, ps []backends.Product, clamp float32) error {
+	p, sc, be, c := f.m.Params, f.sc, f.be, f.m.experts
 	ff, d := p.ExpertFF, p.Embd
 	ids := usedExperts(sc.ids[:0], sc.count)
-	for g0 := 0; g0 < len(ids); g0 += s.m.expertSlots {
-		grp := ids[g0:min(len(ids), g0+s.m.expertSlots)]
+	for g0 := 0; g0 < len(ids); g0 += f.m.expertSlots {
+		grp := ids[g0:min(len(ids), g0+f.m.expertSlots)]
 		views := sc.views[:len(grp)]
 		if err := c.Acquire(il, grp, views); err != nil {
 			return fmt.Errorf("%w: %w", ErrExpertRead, err)
@@ -150,7 +151,7 @@ func (s *Session) routedStreaming(il int, l *Layer, f []float32, ps []backends.P
 			ps = ps[:0]
 		}
 		for gi, e := range grp {
-			j, n, x := sc.first[e], sc.count[e], s.expertInput(f, e)
+			j, n, x := sc.first[e], sc.count[e], f.expertInput(in, e)
 			ps = append(ps,
 				backends.Product{Dst: sc.g[j*ff : (j+n)*ff], W: expertView(l.GateExps, views[gi].Gate), X: x, N: n},
 				backends.Product{Dst: sc.u[j*ff : (j+n)*ff], W: expertView(l.UpExps, views[gi].Up), X: x, N: n})
@@ -158,7 +159,7 @@ func (s *Session) routedStreaming(il int, l *Layer, f []float32, ps []backends.P
 		be.MatMulBatch(ps)
 		last := grp[len(grp)-1]
 		lo, hi := sc.first[grp[0]], sc.first[last]+sc.count[last]
-		s.eachTokenFrom(stepSwiGLU, l, lo, hi-lo, clamp)
+		f.eachTokenFrom(stepSwiGLU, l, lo, hi-lo, clamp)
 		ps = ps[:0]
 		for gi, e := range grp {
 			j, n := sc.first[e], sc.count[e]

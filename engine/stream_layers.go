@@ -81,8 +81,8 @@ func ScratchMemory(p layout.Params, n int) int64 {
 	floats := n*(2*hcd+p.HCMix()+p.HC+p.HC*p.HC+3*p.Embd+p.QLoraRank+2*p.Heads*p.HeadDim+p.HeadDim+
 		2*w+4*p.IndexerDim+p.IndexerHeads*p.IndexerDim+p.IndexerHeads+p.OGroups*p.OLoraRank+p.Experts+
 		2*p.ExpertFF*p.SharedExperts) +
-		p.HCMix() + 2*p.Embd + w + p.Experts +
+		p.Embd + w + p.Experts +
 		slots*(1+2*p.Embd+3*p.ExpertFF)
-	ints := 3*slots + 2*p.Experts
+	ints := 3*slots + 2*p.Experts + 2*n // the rows' positions and sessions too
 	return 4*int64(floats) + 8*int64(ints)
 }

@@ -20,11 +20,11 @@ const (
 	stepSwiGLU                   // SwiGLU of one routed slot, in grouped order
 )
 
-// tokenWork is the session's one reusable parallel job over the tokens
-// (or routed slots) of a chunk; a pointer to it is the backends.Task, so
-// running it allocates nothing.
+// tokenWork is a pass's one reusable parallel job over its rows (or
+// routed slots); a pointer to it is the backends.Task, so running it
+// allocates nothing.
 type tokenWork struct {
-	s     *Session
+	f     *pass
 	l     *Layer
 	step  tokenStep
 	clamp float32 // stepSwiGLU's clamp
@@ -32,28 +32,28 @@ type tokenWork struct {
 }
 
 // Run runs the step for token (or slot) lo+i.
-func (w *tokenWork) Run(i int) { w.s.runStep(w, w.lo+i) }
+func (w *tokenWork) Run(i int) { w.f.runStep(w, w.lo+i) }
 
 // eachToken runs step for i in [0, n): in order here for a single token,
 // else on the backend's workers.
-func (s *Session) eachToken(step tokenStep, l *Layer, n int, clamp float32) {
-	s.eachTokenFrom(step, l, 0, n, clamp)
+func (f *pass) eachToken(step tokenStep, l *Layer, n int, clamp float32) {
+	f.eachTokenFrom(step, l, 0, n, clamp)
 }
 
 // eachTokenFrom is eachToken for i in [lo, lo+n).
-func (s *Session) eachTokenFrom(step tokenStep, l *Layer, lo, n int, clamp float32) {
-	w := &s.tw
-	w.s, w.l, w.step, w.clamp, w.lo = s, l, step, clamp, lo
+func (f *pass) eachTokenFrom(step tokenStep, l *Layer, lo, n int, clamp float32) {
+	w := &f.tw
+	w.f, w.l, w.step, w.clamp, w.lo = f, l, step, clamp, lo
 	if n == 1 {
-		s.runStep(w, lo)
+		f.runStep(w, lo)
 		return
 	}
-	s.be.Parallel(n, w)
+	f.be.Parallel(n, w)
 }
 
 // runStep runs w's step for token (or slot) i.
-func (s *Session) runStep(w *tokenWork, i int) {
-	p, sc, be, l := s.m.Params, s.s, s.be, w.l
+func (f *pass) runStep(w *tokenWork, i int) {
+	p, sc, be, l := f.m.Params, f.sc, f.be, w.l
 	hcd, mix := p.HC*p.Embd, p.HCMix()
 	switch w.step {
 	case stepHCNorm:
@@ -64,7 +64,7 @@ func (s *Session) runStep(w *tokenWork, i int) {
 			scale, base, norm = l.HCFFNScale, l.HCFFNBase, l.FFNNorm
 		}
 		be.HCPre(sc.in[i*p.Embd:(i+1)*p.Embd], sc.post[i*p.HC:(i+1)*p.HC], sc.comb[i*p.HC*p.HC:(i+1)*p.HC*p.HC],
-			sc.X[i*hcd:(i+1)*hcd], sc.mixes[i*mix:(i+1)*mix], s.hc(scale, base))
+			sc.X[i*hcd:(i+1)*hcd], sc.mixes[i*mix:(i+1)*mix], f.hc(scale, base))
 		be.RMSNorm(sc.a[i*p.Embd:(i+1)*p.Embd], sc.in[i*p.Embd:(i+1)*p.Embd], norm, p.RMSEps)
 	case stepHCPost:
 		// flat is free once the mixes are computed: token i's rows of it
