@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/ds4-go/ds4/backends/cpu"
@@ -160,4 +161,51 @@ func benchPrefill(b *testing.B, n, chunk int) {
 	}
 	b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "tok/s")
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Millisecond)/float64(n*b.N), "cpu-ms/tok")
+}
+
+// BenchmarkDecodeBatch decodes 16 batched steps over N sessions, each
+// after its own 16-token prompt, on the 2-layer Flash slice and reports
+// the aggregate tokens/s (N per step) and the CPU time per token.
+func BenchmarkDecodeBatch(b *testing.B) {
+	m := openFlash(b)
+	defer m.File.Close()
+	be := cpu.New(0)
+	defer be.Close()
+	const prompt, steps = 16, 16
+	for _, n := range []int{1, 2, 4, 8} {
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			ss := make([]*Session, n)
+			snaps := make([]*Snapshot, n)
+			toks := make([][]int, n)
+			for i := range ss {
+				s, err := NewSession(m, be, Options{Context: 256})
+				require.NoError(b, err)
+				toks[i] = testTokens(prompt+steps+i, m.Params.Vocab)[i:]
+				require.NoError(b, s.Prefill(toks[i][:prompt]))
+				ss[i], snaps[i] = s, s.Snapshot()
+			}
+			step := make([]int, n)
+			b.ResetTimer()
+			var elapsed time.Duration
+			cpu0 := cpuTime()
+			for range b.N {
+				for i, s := range ss {
+					require.NoError(b, s.Restore(snaps[i]))
+				}
+				start := time.Now()
+				for j := range steps {
+					for i := range ss {
+						step[i] = toks[i][prompt+j]
+					}
+					if err := DecodeBatch(ss, step); err != nil {
+						b.Fatal(err)
+					}
+				}
+				elapsed += time.Since(start)
+			}
+			decoded := float64(n * steps * b.N)
+			b.ReportMetric(decoded/elapsed.Seconds(), "tok/s")
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Millisecond)/decoded, "cpu-ms/tok")
+		})
+	}
 }

@@ -1,0 +1,119 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+)
+
+// DecodeBatch evaluates tokens[i] at the next position of ss[i] in one forward pass; afterwards each
+// session's Logits (and Tokens/Pos) equal what ss[i].Decode(tokens[i]) alone would have produced.
+//
+// The pass (docs/formats/model.md#batched-decode) has one row per session:
+// every projection multiplies the N rows at once, so the dense weights are
+// read once per step, and each routed expert multiplies all the rows
+// routed to it, so the batch reads the union of its experts once (through
+// the expert cache when the model streams them, Model.Stream). Attention,
+// the compressors, the indexer and the cache pushes run per row on that
+// row's session at its own position, with its own options (numerics,
+// steering, capture, expert observer). Every result is bit-identical to
+// the session's own Decode.
+//
+// The sessions must share one model and one backend and be distinct, and
+// len(tokens) must equal len(ss); a session whose context is full
+// (ErrContextFull) or a token outside the vocabulary is an error returned
+// before any session changes. No sessions is a no-op, and one is its
+// Decode. Each session's layer hook (SetLayerHook) runs once after each
+// layer, the sessions in the order of ss. A step that fails reading the
+// model (ErrModelFault, ErrExpertRead) resets every session of the batch.
+//
+// The pass runs in the scratch buffers of one of the sessions, the first
+// whose buffers hold N rows, else ss[0]'s, regrown; it adds N rows of
+// logits to them. Steps over the same sessions therefore allocate
+// nothing. DecodeBatch may run while no other goroutine uses the
+// sessions of ss; batches over disjoint sessions may run concurrently.
+func DecodeBatch(ss []*Session, tokens []int) (err error) {
+	if len(ss) != len(tokens) {
+		return fmt.Errorf("engine: batch of %d sessions and %d tokens", len(ss), len(tokens))
+	}
+	if len(ss) == 0 {
+		return nil
+	}
+	if err := checkBatch(ss, tokens); err != nil {
+		return err
+	}
+	if len(ss) == 1 {
+		return ss[0].Decode(tokens[0])
+	}
+	defer guardBatch(&err, debug.SetPanicOnFault(true), ss)
+	n := len(ss)
+	host := batchHost(ss)
+	p := host.m.Params
+	if host.s.n < n {
+		host.s = newScratch(p, n)
+	}
+	sc := host.s
+	if len(sc.logits) < n*p.Vocab {
+		sc.logits = make([]float32, n*p.Vocab)
+	}
+	f := &host.f
+	f.begin(host.m, host.be, sc, tokens)
+	defer f.end()
+	for i, s := range ss {
+		f.own[i], f.pos[i] = s, len(s.tokens)
+	}
+	if err := f.run(); err != nil {
+		return err
+	}
+	f.head(sc.logits[:n*p.Vocab], 0, n)
+	for i, s := range ss {
+		s.tokens = append(s.tokens, tokens[i])
+		copy(s.logits, sc.logits[i*p.Vocab:(i+1)*p.Vocab])
+	}
+	return nil
+}
+
+// errBatchSession reports a batch DecodeBatch cannot run together.
+var errBatchSession = errors.New("engine: batched decode")
+
+// checkBatch reports whether the sessions ss can decode tokens together:
+// one model and one backend, no session twice, room for one more token in
+// each, every token in the vocabulary.
+func checkBatch(ss []*Session, tokens []int) error {
+	if ss[0] == nil {
+		return fmt.Errorf("%w: session 0 is nil", errBatchSession)
+	}
+	m, be := ss[0].m, ss[0].be
+	for i, s := range ss {
+		switch {
+		case s == nil:
+			return fmt.Errorf("%w: session %d is nil", errBatchSession, i)
+		case s.m != m:
+			return fmt.Errorf("%w: session %d runs another model than session 0", errBatchSession, i)
+		case s.be != be:
+			return fmt.Errorf("%w: session %d runs on another backend than session 0", errBatchSession, i)
+		case s.Pos() >= s.Context():
+			return fmt.Errorf("%w: session %d: %d + 1 tokens exceed %d", ErrContextFull, i, s.Pos(), s.Context())
+		}
+		for j := range i {
+			if ss[j] == s {
+				return fmt.Errorf("%w: sessions %d and %d are the same", errBatchSession, j, i)
+			}
+		}
+		if err := m.checkToken(tokens[i]); err != nil {
+			return fmt.Errorf("session %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// batchHost returns the session whose scratch a batch of ss runs in: the
+// first whose buffers hold len(ss) rows, else ss[0].
+func batchHost(ss []*Session) *Session {
+	for _, s := range ss {
+		if s.s.n >= len(ss) {
+			return s
+		}
+	}
+	return ss[0]
+}
