@@ -66,3 +66,54 @@ func TestTruncatedModelFile(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeBatchFaults checks that a batched step that faults reading a
+// truncated model file, or cannot read a streamed expert, fails with
+// ErrModelFault or ErrExpertRead and resets every session of the batch,
+// and that the sessions step again once the file is back.
+func TestDecodeBatchFaults(t *testing.T) {
+	be := cpu.New(4)
+	defer be.Close()
+	for _, c := range []struct {
+		name string
+		open func(t *testing.T, path string) *Model
+		want error
+	}{
+		{"mapped", func(t *testing.T, path string) *Model {
+			m, err := Open(path)
+			require.NoError(t, err)
+			t.Cleanup(func() { m.File.Close() })
+			return m
+		}, ErrModelFault},
+		{"streaming", func(t *testing.T, path string) *Model {
+			return openStreamed(t, path, OpenInMemory, StreamOptions{Slots: 1})
+		}, ErrExpertRead},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := tinyFile(t, layout.RecipeQ2)
+			orig, err := os.ReadFile(path)
+			require.NoError(t, err)
+			m := c.open(t, path)
+			var ss []*Session
+			for i := range 3 {
+				s, err := NewSession(m, be, Options{Context: 64})
+				require.NoError(t, err)
+				require.NoError(t, s.Prefill(testTokens(4+3*i, m.Params.Vocab)))
+				ss = append(ss, s)
+			}
+			down, ok := m.File.Tensor(m.Layers[len(m.Layers)-1].DownExps.Name)
+			require.True(t, ok)
+			require.NoError(t, os.Truncate(path, int64(m.File.DataOffset+down.Offset)+100))
+			err = DecodeBatch(ss, []int{1, 2, 3})
+			require.ErrorIs(t, err, c.want)
+			for i, s := range ss {
+				require.Zero(t, s.Pos(), "session %d is reset", i)
+			}
+			require.NoError(t, os.WriteFile(path, orig, 0o644))
+			require.NoError(t, DecodeBatch(ss, []int{1, 2, 3}))
+			for i, s := range ss {
+				require.Equal(t, 1, s.Pos(), "session %d", i)
+			}
+		})
+	}
+}
