@@ -31,32 +31,59 @@ func seqTokens(i, vocab int) []int {
 }
 
 // seqOptions are sequence i's session options: most default, one with
-// the reference numerics and one steered, so that per-row options are
-// exercised.
+// the reference numerics, one steered, one capturing and one observing
+// its experts, so that per-row options are exercised.
 func seqOptions(p layout.Params, i int) Options {
 	opt := Options{Context: 256}
 	switch i {
 	case 2:
 		opt.Numerics = NumericsOfficial
+	case 3:
+		opt.Capture = &Capture{Attn: true}
 	case 5:
 		opt.Steering = &Steering{Dir: unitDirs(p, 3), FFN: 0.5, Attn: -0.25}
+	case 6:
+		opt.Experts = &expertLog{layers: make([][][3]uint64, p.Layers)}
 	}
 	return opt
 }
 
+// stepResult is what a decode step leaves in a session: its logits, its
+// capture rows and its expert evaluations (each nil without one).
+type stepResult struct {
+	logits  []uint32
+	capture []uint32
+	experts [][][3]uint64
+}
+
+// takeResult returns the results of the step s just ran and clears its
+// expert log.
+func takeResult(s *Session) stepResult {
+	r := stepResult{logits: bitsOf32(s.Logits())}
+	if c := s.opt.Capture; c != nil {
+		r.capture = bitsOf32(c.Rows)
+	}
+	if l, ok := s.opt.Experts.(*expertLog); ok {
+		r.experts = l.layers
+		l.layers = make([][][3]uint64, len(l.layers))
+	}
+	return r
+}
+
 // soloRefs decodes every sequence alone on m and returns, per sequence,
-// the logits after each step.
-func soloRefs(t testing.TB, m *Model, be backends.Backend) [][][]float32 {
+// the results of each step.
+func soloRefs(t testing.TB, m *Model, be backends.Backend) [][]stepResult {
 	t.Helper()
-	refs := make([][][]float32, len(batchPrompts))
+	refs := make([][]stepResult, len(batchPrompts))
 	for i, n := range batchPrompts {
 		s, err := NewSession(m, be, seqOptions(m.Params, i))
 		require.NoError(t, err)
 		toks := seqTokens(i, m.Params.Vocab)
 		require.NoError(t, s.Prefill(toks[:n]))
+		takeResult(s)
 		for _, tok := range toks[n:] {
 			require.NoError(t, s.Decode(tok))
-			refs[i] = append(refs[i], slices.Clone(s.Logits()))
+			refs[i] = append(refs[i], takeResult(s))
 		}
 	}
 	return refs
@@ -79,9 +106,9 @@ func batchSessions(t testing.TB, m *Model, be backends.Backend) ([]*Session, []*
 
 // checkBatches runs, for N = 1…8, batchSteps DecodeBatch steps over N of
 // the sequences (a different subset and order for each N) on m and
-// requires every session's logits, position and tokens after every step
-// to be those of decoding it alone (refs).
-func checkBatches(t *testing.T, m *Model, be backends.Backend, refs [][][]float32) {
+// requires every session's tokens and step results after every step to be
+// those of decoding it alone (refs).
+func checkBatches(t *testing.T, m *Model, be backends.Backend, refs [][]stepResult) {
 	t.Helper()
 	ss, snaps := batchSessions(t, m, be)
 	v := m.Params.Vocab
@@ -95,6 +122,7 @@ func checkBatches(t *testing.T, m *Model, be backends.Backend, refs [][][]float3
 			}
 			batch[k] = ss[idx[k]]
 			require.NoError(t, batch[k].Restore(snaps[idx[k]]))
+			takeResult(batch[k])
 		}
 		require.Len(t, batch, len(uniq(idx)), "N=%d: sequences %v", n, idx)
 		toks := make([]int, n)
@@ -106,7 +134,7 @@ func checkBatches(t *testing.T, m *Model, be backends.Backend, refs [][][]float3
 			for k, i := range idx {
 				s := batch[k]
 				require.Equal(t, seqTokens(i, v)[:batchPrompts[i]+step+1], s.Tokens(), "N=%d step %d sequence %d", n, step, i)
-				require.Equal(t, bitsOf32(refs[i][step]), bitsOf32(s.Logits()), "N=%d step %d sequence %d (prompt %d)", n, step, i, batchPrompts[i])
+				require.Equal(t, refs[i][step], takeResult(s), "N=%d step %d sequence %d (prompt %d)", n, step, i, batchPrompts[i])
 			}
 		}
 	}
@@ -116,8 +144,9 @@ func uniq(v []int) []int { return slices.Compact(slices.Sorted(slices.Values(v))
 
 // TestDecodeBatchMatchesDecode checks that DecodeBatch over N = 1…8
 // sessions at different positions (some past the window, the compression
-// boundaries and the indexer's threshold, one with other numerics, one
-// steered) gives each session the logits of decoding it alone bit for
+// boundaries and the indexer's threshold; one with other numerics, one
+// steered, one capturing, one observing its experts) gives each session
+// the logits, capture and expert evaluations of decoding it alone bit for
 // bit, on the tiny model and on q2 and q4 models with hash layers and
 // ratio-4, -16 and -128 layers.
 func TestDecodeBatchMatchesDecode(t *testing.T) {
