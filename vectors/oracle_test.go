@@ -11,7 +11,7 @@ import (
 	"github.com/ds4-go/ds4/convert/checkpoint"
 )
 
-var oracleCases = []string{"tiny_w16_r16", "flash_ratios_s300", "hd192_w8_r32"}
+var oracleCases = []string{"tiny_w16_r16", "flash_ratios_s300", "hd192_w8_r32", "pro_tiny_s320"}
 
 // TestOracle converts each reference case losslessly, runs the prefill,
 // decode and mixed paths and holds them to the oracle's bars.

@@ -18,7 +18,7 @@ import (
 // oracleDir is where the oracle cases live, relative to this package.
 const oracleDir = "../../vectors/testdata/oracle"
 
-var oracleCases = []string{"tiny_w16_r16", "flash_ratios_s300", "hd192_w8_r32"}
+var oracleCases = []string{"tiny_w16_r16", "flash_ratios_s300", "hd192_w8_r32", "pro_tiny_s320"}
 
 func oracle(name string) string { return filepath.Join(oracleDir, name) }
 
