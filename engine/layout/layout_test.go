@@ -368,3 +368,90 @@ func TestCheck(t *testing.T) {
 	}))
 	require.Len(t, rep.Problems, 2)
 }
+
+// TestProCatalog checks the Pro catalog: Pro's shape from issue 33 and
+// the released config, its schedule (no window-only layer) and the sizes
+// of the tensors where it differs from Flash, with both published
+// recipes.
+func TestProCatalog(t *testing.T) {
+	p := Pro()
+	require.NoError(t, p.Validate())
+	require.Equal(t, 61, p.Layers)
+	require.Equal(t, []int{128, 128, 4, 128, 4, 128}, p.CompressRatios[:6])
+	require.Equal(t, 4, p.CompressRatios[60])
+	require.Equal(t, float32(2.5), p.ExpertWeightsScale)
+	ts := p.Tensors(RecipeQ2)
+	// 6 global + 61×23 + 61×4 compressor + 30×6 indexer + 3 tid2eid = 1836,
+	// plus exp_probs_b on the 58 score-routed layers.
+	require.Len(t, ts, 1894)
+	byName := map[string]Tensor{}
+	for _, x := range ts {
+		byName[x.Name] = x
+	}
+	for _, c := range []struct {
+		name string
+		dims []uint64
+		typ  quant.Type
+	}{
+		{"token_embd.weight", []uint64{7168, 129280}, quant.F16},
+		{"output.weight", []uint64{7168, 129280}, quant.Q8_0},
+		{"blk.0.attn_q_a.weight", []uint64{7168, 1536}, quant.Q8_0},
+		{"blk.0.attn_q_b.weight", []uint64{1536, 65536}, quant.Q8_0},
+		{"blk.0.attn_output_a.weight", []uint64{4096, 16384}, quant.Q8_0},
+		{"blk.0.attn_output_b.weight", []uint64{16384, 7168}, quant.Q8_0},
+		{"blk.0.attn_compressor_ape.weight", []uint64{512, 128}, quant.F16},
+		{"blk.2.attn_compressor_ape.weight", []uint64{1024, 4}, quant.F16},
+		{"blk.2.indexer.attn_q_b.weight", []uint64{1536, 8192}, quant.F16},
+		{"blk.2.indexer.proj.weight", []uint64{7168, 64}, quant.F16},
+		{"blk.0.ffn_gate_inp.weight", []uint64{7168, 384}, quant.F16},
+		{"blk.5.ffn_gate_exps.weight", []uint64{7168, 3072, 384}, quant.IQ2_XXS},
+		{"blk.5.ffn_down_exps.weight", []uint64{3072, 7168, 384}, quant.Q2_K},
+		{"blk.5.ffn_down_shexp.weight", []uint64{3072, 7168}, quant.Q8_0},
+		{"blk.0.hc_attn_fn.weight", []uint64{28672, 24}, quant.F16},
+	} {
+		x, ok := byName[c.name]
+		require.True(t, ok, c.name)
+		require.Equal(t, c.dims, x.Dims, c.name)
+		require.Equal(t, c.typ, x.Type, c.name)
+	}
+	for _, absent := range []string{"blk.0.indexer.proj.weight", "blk.3.ffn_gate_tid2eid.weight", "blk.2.exp_probs_b.bias"} {
+		_, ok := byName[absent]
+		require.False(t, ok, absent)
+	}
+	require.NoError(t, p.CheckRecipe(RecipeQ2))
+	require.NoError(t, p.CheckRecipe(RecipeQ4))
+}
+
+// TestSetLayersAndModel checks that a slice keeps its model's schedule
+// and is recognized as that model, and that other shapes are not.
+func TestSetLayersAndModel(t *testing.T) {
+	cases := []struct {
+		name   string
+		p      func() Params
+		ratios []int
+		hash   int
+		model  string // "" for none
+	}{
+		{"flash", Flash, nil, 3, "DeepSeek-V4-Flash"},
+		{"pro", Pro, nil, 3, "DeepSeek-V4-Pro"},
+		{"flash 2", func() Params { p := Flash(); p.SetLayers(2); return p }, []int{0, 0}, 2, "DeepSeek-V4-Flash"},
+		{"pro 2", func() Params { p := Pro(); p.SetLayers(2); return p }, []int{128, 128}, 2, "DeepSeek-V4-Pro"},
+		{"pro 4", func() Params { p := Pro(); p.SetLayers(4); return p }, []int{128, 128, 4, 128}, 3, "DeepSeek-V4-Pro"},
+		{"pro 4 back to 61", func() Params { p := Pro(); p.SetLayers(4); p.SetLayers(61); return p }, nil, 3, "DeepSeek-V4-Pro"},
+		{"tiny", Tiny, []int{0, 0, 4, 128, 4, 128}, 3, ""},
+		{"pro with Flash's ratios", func() Params { p := Pro(); p.CompressRatios[0], p.CompressRatios[1] = 0, 0; return p }, nil, 3, ""},
+		{"flash with Pro's route scale", func() Params { p := Flash(); p.ExpertWeightsScale = 2.5; return p }, nil, 3, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := c.p()
+			if c.ratios != nil {
+				require.Equal(t, c.ratios, p.CompressRatios)
+			}
+			require.Equal(t, c.hash, p.HashLayers)
+			m, ok := p.Model()
+			require.Equal(t, c.model != "", ok)
+			require.Equal(t, c.model, m.Name)
+		})
+	}
+}

@@ -57,7 +57,8 @@ type Params struct {
 	ExpertWeightsNorm    bool
 }
 
-// flashRatio is the released per-layer compression schedule.
+// flashRatio is Flash's released per-layer compression schedule: two
+// window-only layers, then ratio 4 and 128 alternating.
 func flashRatio(il int) int {
 	switch {
 	case il < 2:
@@ -66,6 +67,15 @@ func flashRatio(il int) int {
 		return 4
 	}
 	return 128
+}
+
+// proRatio is Pro's released per-layer compression schedule: two ratio-128
+// layers, then ratio 4 and 128 alternating; no layer is window only.
+func proRatio(il int) int {
+	if il < 2 {
+		return 128
+	}
+	return flashRatio(il)
 }
 
 // Flash returns the hyperparameters of the real DeepSeek V4 Flash model.
@@ -111,6 +121,49 @@ func Flash() Params {
 	return p
 }
 
+// Pro returns the hyperparameters of the real DeepSeek V4 Pro model: the
+// architecture of Flash at a larger shape, with its own compression
+// schedule and route scale.
+func Pro() Params {
+	p := Flash()
+	p.Name = "DeepSeek-V4-Pro"
+	p.Embd = 7168
+	p.Heads = 128
+	p.QLoraRank = 1536
+	p.OLoraRank = 1024
+	p.OGroups = 16
+	p.Experts = 384
+	p.ExpertFF = 3072
+	p.IndexerHeads = 64
+	p.IndexerTopK = 1024
+	p.ExpertWeightsScale = 2.5
+	p.HashLayers = 3
+	p.CompressRatios = []int{proRatio(0)} // selects Pro's schedule in SetLayers
+	p.SetLayers(61)
+	return p
+}
+
+// Released returns the hyperparameters of the released models, Flash then
+// Pro.
+func Released() []Params { return []Params{Flash(), Pro()} }
+
+// Model returns the released model (Flash or Pro, all its layers) whose
+// shape p has; a slice of its first layers (block count, hash layers and
+// the per-layer schedules cut to match) counts as that model, the context
+// length and name are ignored. ok is false for any other shape.
+func (p Params) Model() (model Params, ok bool) {
+	for _, r := range Released() {
+		q := r
+		if p.Layers != q.Layers {
+			q.SetLayers(p.Layers)
+		}
+		if len(p.Diff(q)) == 0 {
+			return r, true
+		}
+	}
+	return Params{}, false
+}
+
 // Tiny returns a small model with every structural feature of Flash
 // (hyper-connections, hash-routed layers, ratio-4 layers with the indexer,
 // ratio-128 layers, a shared expert, the sliding window) at dimensions that
@@ -137,14 +190,20 @@ func Tiny() Params {
 }
 
 // SetLayers sets the layer count and resizes the per-layer arrays to the
-// released schedule (ratios 0,0,4,128,4,…; SwiGLU clamp 10); the hash-layer
-// count is capped at the layer count.
+// released schedule p follows (SwiGLU clamp 10): Pro's ratios
+// 128,128,4,128,4,… when p's first layer is compressed, Flash's
+// 0,0,4,128,4,… otherwise; the hash-layer count is capped at the layer
+// count.
 func (p *Params) SetLayers(n int) {
+	ratio := flashRatio
+	if len(p.CompressRatios) > 0 && p.CompressRatios[0] != 0 {
+		ratio = proRatio
+	}
 	p.Layers = n
 	p.CompressRatios = make([]int, n)
 	p.SwigluClamp = make([]float32, n)
 	for il := range n {
-		p.CompressRatios[il] = flashRatio(il)
+		p.CompressRatios[il] = ratio(il)
 		p.SwigluClamp[il] = 10
 	}
 	p.HashLayers = min(p.HashLayers, n)
@@ -162,36 +221,35 @@ type intRange struct {
 // intRanges bounds every integer hyperparameter that sizes a loop or an
 // allocation, so that a crafted file cannot make the engine spin or
 // allocate without end; the limits leave room far above the released
-// models (Flash values in the comments, V4 Pro's are below the limits
-// too). Relations between values (expert_used_count ≤ expert_count, …)
-// are checked in Validate.
+// models (Flash's and Pro's values in the comments). Relations between
+// values (expert_used_count ≤ expert_count, …) are checked in Validate.
 //
-//	key                                     range       Flash
-//	context_length                          0..2^24     1048576 (0: unknown)
-//	block_count                             1..1024     43
-//	embedding_length                        1..65536    4096
-//	vocab_size                              1..2^21     129280
-//	attention.head_count                    1..1024     64
-//	attention.head_count_kv                 1..1024     1
-//	attention.key_length                    1..4096     512
-//	attention.value_length                  1..4096     512
-//	rope.dimension_count                    1..4096     64
-//	attention.q_lora_rank                   1..65536    1024
-//	attention.output_lora_rank              1..65536    1024
-//	attention.output_group_count            1..1024     8
-//	expert_count                            1..4096     256
-//	expert_used_count                       1..256      6
-//	expert_feed_forward_length              1..65536    2048
-//	expert_shared_count                     1..16       1
-//	hash_layer_count                        0..1024     3
-//	attention.sliding_window                1..65536    128
-//	attention.indexer.head_count            1..1024     64
-//	attention.indexer.key_length            1..4096     128
-//	attention.indexer.top_k                 1..65536    512
-//	hyper_connection.count                  1..16       4
-//	hyper_connection.sinkhorn_iterations    1..1000     20
-//	rope.scaling.original_context_length    1..2^24     65536
-//	attention.compress_ratios[il]           0, 2..1024  0, 4, 128
+//	key                                     range       Flash       Pro
+//	context_length (0: unknown)             0..2^24     1048576     1048576
+//	block_count                             1..1024     43          61
+//	embedding_length                        1..65536    4096        7168
+//	vocab_size                              1..2^21     129280      129280
+//	attention.head_count                    1..1024     64          128
+//	attention.head_count_kv                 1..1024     1           1
+//	attention.key_length                    1..4096     512         512
+//	attention.value_length                  1..4096     512         512
+//	rope.dimension_count                    1..4096     64          64
+//	attention.q_lora_rank                   1..65536    1024        1536
+//	attention.output_lora_rank              1..65536    1024        1024
+//	attention.output_group_count            1..1024     8           16
+//	expert_count                            1..4096     256         384
+//	expert_used_count                       1..256      6           6
+//	expert_feed_forward_length              1..65536    2048        3072
+//	expert_shared_count                     1..16       1           1
+//	hash_layer_count                        0..1024     3           3
+//	attention.sliding_window                1..65536    128         128
+//	attention.indexer.head_count            1..1024     64          64
+//	attention.indexer.key_length            1..4096     128         128
+//	attention.indexer.top_k                 1..65536    512         1024
+//	hyper_connection.count                  1..16       4           4
+//	hyper_connection.sinkhorn_iterations    1..1000     20          20
+//	rope.scaling.original_context_length    1..2^24     65536       65536
+//	attention.compress_ratios[il]           0, 2..1024  0, 4, 128   128, 4
 var intRanges = [...]intRange{
 	{"context_length", 0, 1 << 24, func(p *Params) *int { return &p.ContextLength }},
 	{"block_count", 1, 1024, func(p *Params) *int { return &p.Layers }},
@@ -316,10 +374,13 @@ func (p Params) Validate() error {
 
 // FlashDiff lists the hyperparameters in which p differs from Flash; empty
 // means p is the real model's shape.
-func (p Params) FlashDiff() []string {
-	f := Flash()
+func (p Params) FlashDiff() []string { return p.Diff(Flash()) }
+
+// Diff lists the metadata keys whose values differ between p and q, the
+// name and context length aside.
+func (p Params) Diff(q Params) []string {
 	var diff []string
-	a, b := p.KV(), f.KV()
+	a, b := p.KV(), q.KV()
 	bv := make(map[string]string, len(b))
 	for _, kv := range b {
 		bv[kv.Key] = fullString(kv.Value)
