@@ -232,6 +232,15 @@ func (w *Writer) Write(p []byte) (int, error) {
 	return n, w.err
 }
 
+// Flush writes out the bytes buffered so far, such as the header before
+// any tensor bytes, without checking that every tensor was written.
+func (w *Writer) Flush() error {
+	if w.err == nil {
+		w.err = w.w.Flush()
+	}
+	return w.err
+}
+
 // Close checks that every tensor's bytes were written and flushes; it does
 // not close the underlying writer.
 func (w *Writer) Close() error {

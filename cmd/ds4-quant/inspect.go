@@ -66,12 +66,8 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	p := rep.Params
 	fmt.Fprintln(stdout, "\nDS4 layout check:")
 	if len(rep.Problems) == 0 || p.Layers > 0 {
-		shapeName := "flash"
-		if d := p.FlashDiff(); len(d) > 0 {
-			shapeName = fmt.Sprintf("custom (differs from Flash in %d keys: %s)", len(d), strings.Join(d, ", "))
-		}
 		fmt.Fprintf(stdout, "  shape: %s\n  layers %d, embd %d, vocab %d, heads %d×%d, experts %d (top %d), window %d, ratios %v\n",
-			shapeName, p.Layers, p.Embd, p.Vocab, p.Heads, p.HeadDim, p.Experts, p.ExpertsUsed, p.Window, p.CompressRatios)
+			shapeName(p), p.Layers, p.Embd, p.Vocab, p.Heads, p.HeadDim, p.Experts, p.ExpertsUsed, p.Window, p.CompressRatios)
 	}
 	if rep.Recipe.Name != "" {
 		fmt.Fprintf(stdout, "  routed experts: %s (gate/up %v, down %v); published types: %v\n",
@@ -88,6 +84,27 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout, "  ok")
 	return nil
+}
+
+// shapeName names the released model p has the shape of, "flash" or
+// "pro", with the layer count of a slice; for any other shape it lists the
+// keys in which p differs from the nearest released model.
+func shapeName(p layout.Params) string {
+	if m, ok := p.Model(); ok {
+		name := strings.ToLower(strings.TrimPrefix(m.Name, "DeepSeek-V4-"))
+		if p.Layers != m.Layers {
+			name += fmt.Sprintf(" slice (%d of %d layers)", p.Layers, m.Layers)
+		}
+		return name
+	}
+	var near layout.Params
+	var diff []string
+	for _, m := range layout.Released() {
+		if d := p.Diff(m); near.Name == "" || len(d) < len(diff) {
+			near, diff = m, d
+		}
+	}
+	return fmt.Sprintf("custom (differs from %s in %d keys: %s)", near.Name, len(diff), strings.Join(diff, ", "))
 }
 
 func shape(dims []uint64) string {

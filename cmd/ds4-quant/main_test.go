@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ds4-go/ds4/convert/synth"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/internal/cli/clitest"
@@ -118,7 +120,7 @@ func TestUsageNamesValues(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"synth", "--preset", "huge", "-o", filepath.Join(dir, "x.gguf")}, "--preset huge: must be tiny or flash"},
+		{[]string{"synth", "--preset", "huge", "-o", filepath.Join(dir, "x.gguf")}, "--preset huge: must be tiny, flash or pro"},
 		{[]string{"synth", "--workers", "-1", "-o", filepath.Join(dir, "x.gguf")}, "--workers -1: must be at least 0"},
 		{[]string{"synth", "--layers", "-2", "-o", filepath.Join(dir, "x.gguf")}, "--layers -2: must be at least 0"},
 		{[]string{"synth", "-o", filepath.Join(dir, "no", "x.gguf")}, "--out " + filepath.Join(dir, "no", "x.gguf") + ": no such directory"},
@@ -163,6 +165,65 @@ func TestInspectOutOfRangeMetadata(t *testing.T) {
 			require.Equal(t, 1, code, errOut)
 			require.Contains(t, out, fmt.Sprintf("problem: gguf: metadata %q at offset", c.key))
 			require.Contains(t, out, fmt.Sprintf("%v outside", c.val))
+		})
+	}
+}
+
+// TestInspectReleasedSlices inspects 2-layer slices of the released
+// models at their real shape (sparse files of the synth preset, all
+// weights zero) and checks that inspect names the model and shows the
+// published mix of each recipe: IQ2_XXS/Q2_K or Q4_K routed experts, Q8_0
+// projections, F16 embedding, router, compressors and hyper-connections.
+func TestInspectReleasedSlices(t *testing.T) {
+	for _, tc := range []struct {
+		preset, recipe string
+		want           []string
+	}{
+		{"pro", "q2", []string{
+			"shape: pro slice (2 of 61 layers)",
+			"layers 2, embd 7168, vocab 129280, heads 128×512, experts 384 (top 6), window 128, ratios [128 128]",
+			"routed experts: q2 (gate/up IQ2_XXS, down Q2_K); published types: true",
+			`general.name STRING "DeepSeek-V4-Pro-2L-slice"`,
+			"deepseek4.attention.output_group_count          UINT32          16",
+			"deepseek4.attention.indexer.top_k               UINT32          1024",
+			"deepseek4.expert_weights_scale                  FLOAT32         2.5",
+			"blk.0.ffn_gate_exps.weight  IQ2_XXS  [7168, 3072, 384]  2179989504",
+			"blk.0.ffn_down_exps.weight     Q2_K  [3072, 7168, 384]  2774532096",
+			"blk.0.attn_q_b.weight     Q8_0      [1536, 65536]   106954752",
+			"blk.0.attn_output_a.weight     Q8_0      [4096, 16384]    71303168",
+			"blk.0.attn_compressor_kv.weight      F16        [7168, 512]     7340032",
+			"blk.1.hc_ffn_fn.weight      F16        [28672, 24]     1376256",
+			"token_embd.weight      F16     [7168, 129280]  1853358080",
+			"output.weight     Q8_0     [7168, 129280]   984596480",
+			"tensor bytes: 17937364420 (16.71 GiB)",
+		}},
+		{"pro", "q4", []string{
+			"shape: pro slice (2 of 61 layers)",
+			"routed experts: q4 (gate/up Q4_K, down Q4_K); published types: true",
+			"blk.1.ffn_up_exps.weight     Q4_K  [7168, 3072, 384]  4756340736",
+			"blk.1.ffn_down_shexp.weight     Q8_0        [3072, 7168]    23396352",
+		}},
+		{"flash", "q2", []string{
+			"shape: flash slice (2 of 43 layers)",
+			"ratios [0 0]",
+			"routed experts: q2 (gate/up IQ2_XXS, down Q2_K); published types: true",
+		}},
+	} {
+		t.Run(tc.preset+"/"+tc.recipe, func(t *testing.T) {
+			p, err := synth.Preset(tc.preset, 2)
+			require.NoError(t, err)
+			r, err := layout.ParseRecipe(tc.recipe)
+			require.NoError(t, err)
+			path := filepath.Join(t.TempDir(), "slice.gguf")
+			_, err = synth.WriteSparse(path, synth.Options{Params: p, Recipe: r})
+			require.NoError(t, err)
+			code, out, errOut := runCmd("inspect", path)
+			require.Equal(t, 0, code, errOut)
+			// Compare with the table's column padding collapsed.
+			squash := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+			for _, want := range tc.want {
+				require.Contains(t, squash(out), squash(want))
+			}
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -43,7 +44,7 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 func parseSynth(args []string) (synth.Options, string, error) {
 	var opt synth.Options
 	fs := pflag.NewFlagSet("synth", pflag.ContinueOnError)
-	preset := fs.String("preset", "tiny", "model shape: tiny or flash")
+	preset := fs.String("preset", "tiny", "model shape: tiny, flash (V4 Flash) or pro (V4 Pro)")
 	out := fs.StringP("out", "o", "", "output GGUF path (required)")
 	recipe := fs.String("recipe", "q2", "routed expert types: q2 (IQ2_XXS gate/up, Q2_K down) or q4 (Q4_K)")
 	fs.Uint64Var(&opt.Seed, "seed", 1, "random seed")
@@ -64,8 +65,8 @@ func parseSynth(args []string) (synth.Options, string, error) {
 		return opt, "", cli.Usage(fmt.Errorf("need --out FILE and no positional arguments"))
 	case opt.Workers < 0:
 		return opt, "", cli.Usage(cli.FlagError(fs, "workers", "must be at least 0 (0: one per CPU)"))
-	case *preset != "tiny" && *preset != "flash":
-		return opt, "", cli.Usage(cli.FlagError(fs, "preset", "must be tiny or flash"))
+	case !slices.Contains(synth.PresetNames(), *preset):
+		return opt, "", cli.Usage(cli.FlagError(fs, "preset", "must be tiny, flash or pro"))
 	case *layers < 0:
 		return opt, "", cli.Usage(cli.FlagError(fs, "layers", "must be at least 0 (0: the preset's)"))
 	}

@@ -6,10 +6,13 @@ import (
 	"github.com/ds4-go/ds4/engine/layout"
 )
 
-// Preset returns the hyperparameters of the named shape, "tiny" or
-// "flash", with layers layers (0: the preset's) on the released
-// compression-ratio schedule; a Flash slice is named after its layer
-// count.
+// PresetNames returns the preset names Preset accepts.
+func PresetNames() []string { return []string{"tiny", "flash", "pro"} }
+
+// Preset returns the hyperparameters of the named shape, "tiny", "flash"
+// or "pro", with layers layers (0: the preset's) on the released
+// compression-ratio schedule of that model; a slice of Flash or Pro is
+// named after its layer count.
 func Preset(name string, layers int) (layout.Params, error) {
 	var p layout.Params
 	switch name {
@@ -17,16 +20,18 @@ func Preset(name string, layers int) (layout.Params, error) {
 		p = layout.Tiny()
 	case "flash":
 		p = layout.Flash()
+	case "pro":
+		p = layout.Pro()
 	default:
-		return p, fmt.Errorf("synth: unknown preset %q (want tiny or flash)", name)
+		return p, fmt.Errorf("synth: unknown preset %q (want tiny, flash or pro)", name)
 	}
 	if layers < 0 {
 		return p, fmt.Errorf("synth: %d layers", layers)
 	}
 	if layers > 0 {
 		p.SetLayers(layers)
-		if name == "flash" {
-			p.Name = fmt.Sprintf("DeepSeek-V4-Flash-%dL-slice", layers)
+		if name != "tiny" {
+			p.Name = fmt.Sprintf("%s-%dL-slice", p.Name, layers)
 		}
 	}
 	return p, nil

@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"strings"
 
@@ -97,6 +98,61 @@ func WriteFile(path string, opt Options) ([]gguf.TensorInfo, error) {
 		return nil, fmt.Errorf("synth: %w", err)
 	}
 	return infos, nil
+}
+
+// WriteSparse writes the model opt describes to path at its full size with
+// all-zero tensor data: the header and tensor table are written and the
+// data section is left a hole, so a file of any size takes next to no
+// disk. Tests use it to load and inspect real-shape models.
+func WriteSparse(path string, opt Options) ([]gguf.TensorInfo, error) {
+	infos, err := writeSparse(path, opt)
+	if err != nil {
+		return nil, fmt.Errorf("synth: sparse %s: %w", path, err)
+	}
+	return infos, nil
+}
+
+func writeSparse(path string, opt Options) ([]gguf.TensorInfo, error) {
+	if err := opt.Params.Validate(); err != nil {
+		return nil, err
+	}
+	if err := opt.Params.CheckRecipe(opt.Recipe); err != nil {
+		return nil, err
+	}
+	if opt.Tables == nil {
+		t, err := tokenizer.DeepSeekV4()
+		if err != nil {
+			return nil, err
+		}
+		opt.Tables = t
+	}
+	catalog := opt.Params.Tensors(opt.Recipe)
+	infos := make([]gguf.TensorInfo, len(catalog))
+	for i, t := range catalog {
+		infos[i] = gguf.TensorInfo{Name: t.Name, Type: t.Type, Dims: t.Dims}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	gw, err := gguf.NewWriter(f, Metadata(opt), infos)
+	if err != nil {
+		return nil, err
+	}
+	if err := gw.Flush(); err != nil {
+		return nil, err
+	}
+	start, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, err
+	}
+	infos = gw.Tensors()
+	last := infos[len(infos)-1]
+	if err := f.Truncate(start + int64(last.Offset+last.Size)); err != nil {
+		return nil, err
+	}
+	return infos, f.Close()
 }
 
 // chunkBytes is the target size of one unit of generation work.
