@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -127,4 +128,52 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 	_, err := ParseConfig([]byte(`[1]`))
 	require.ErrorContains(t, err, "checkpoint: config:")
+}
+
+// TestParseConfigPro reads the Pro-shaped oracle case in both key
+// conventions and maps configs with the released models' values, in the
+// Hugging Face key names of the official releases, to exactly
+// layout.Flash and layout.Pro: every hyperparameter that sets Pro apart
+// (o_groups, the compression schedule, index heads and top-k, route
+// scale, …) comes from the config.
+func TestParseConfigPro(t *testing.T) {
+	p, err := LoadConfig(filepath.Join(oracle("pro_tiny_s320"), "hf_config.json"))
+	require.NoError(t, err)
+	require.Equal(t, layout.Params{
+		Name: "pro_tiny_s320", ContextLength: 1048576, Layers: 6, Embd: 256, Vocab: 512,
+		Heads: 16, HeadsKV: 1, HeadDim: 128, ValueDim: 128, RopeDim: 64, QLoraRank: 384,
+		OLoraRank: 256, OGroups: 2, Experts: 12, ExpertsUsed: 6, ExpertFF: 256, SharedExperts: 1,
+		HashLayers: 3, Window: 128, IndexerHeads: 8, IndexerDim: 128, IndexerTopK: 32, HC: 4,
+		SinkhornIters: 20, RopeOrigCtx: 65536,
+		CompressRatios: []int{128, 128, 4, 128, 4, 128},
+		SwigluClamp:    []float32{10, 10, 10, 10, 10, 10},
+		RopeFreqBase:   10000, RopeScale: 16, YarnBetaFast: 32, YarnBetaSlow: 1,
+		CompressRopeFreqBase: 160000, ExpertWeightsScale: 2.5, RMSEps: 1e-6, HCEps: 1e-6,
+		ExpertWeightsNorm: true,
+	}, p)
+
+	for _, want := range layout.Released() {
+		t.Run(want.Name, func(t *testing.T) {
+			m := readJSON(t, filepath.Join(oracle("pro_tiny_s320"), "hf_config.json"))
+			for k, v := range map[string]any{
+				"vocab_size": want.Vocab, "hidden_size": want.Embd, "moe_intermediate_size": want.ExpertFF,
+				"num_hidden_layers": want.Layers, "num_attention_heads": want.Heads,
+				"n_routed_experts": want.Experts, "num_experts_per_tok": want.ExpertsUsed,
+				"q_lora_rank": want.QLoraRank, "head_dim": want.HeadDim, "o_groups": want.OGroups,
+				"o_lora_rank": want.OLoraRank, "sliding_window": want.Window,
+				"index_n_heads": want.IndexerHeads, "index_topk": want.IndexerTopK,
+				"routed_scaling_factor": want.ExpertWeightsScale,
+				"compress_ratios":       append(slices.Clone(want.CompressRatios), 0), // + the MTP layer
+			} {
+				m[k] = v
+			}
+			p, err := ParseConfig(marshal(t, m))
+			require.NoError(t, err)
+			got, ok := p.Model()
+			require.True(t, ok, "differs from %s in %v", want.Name, p.Diff(want))
+			require.Equal(t, want.Name, got.Name)
+			p.Name = want.Name
+			require.Equal(t, want, p)
+		})
+	}
 }
