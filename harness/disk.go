@@ -32,9 +32,9 @@ type DiskConfig struct {
 // 512 or 4096 bytes).
 const DiskAlign = 4096
 
-// ExpertReadBytes is the disk probe's default read: about one expert of
-// DeepSeek V4 Flash q2 (its gate, up and down slices, 7.08 MB), rounded to
-// whole MiB.
+// ExpertReadBytes is the disk probe's default read when no model says
+// better: about one expert of DeepSeek V4 Flash q2 (its gate, up and down
+// slices, 7.08 MB), rounded to whole MiB.
 const ExpertReadBytes = 7 << 20
 
 // DefaultDiskConfig returns the disk probe's defaults: 7 MiB reads, 1 GiB

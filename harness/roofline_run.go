@@ -226,6 +226,19 @@ func expertStats(experts func() (expertcache.Stats, bool)) (expertcache.Stats, b
 	return experts()
 }
 
+// ExpertReadBlock returns the disk probe's read for m: the mean bytes of
+// one of its routed experts (gate, up and down slices), rounded to whole
+// MiB (7 MiB for Flash q2, 18 MiB for Pro q2), or ExpertReadBytes for a
+// model without routed expert stacks.
+func ExpertReadBlock(m *engine.Model) int64 {
+	n := meanExpertBytes(m)
+	if n <= 0 {
+		return ExpertReadBytes
+	}
+	const mib = 1 << 20
+	return max(mib, (n+mib/2)/mib*mib)
+}
+
 // meanExpertBytes returns the mean bytes of one routed expert's gate, up
 // and down slices over m's layers.
 func meanExpertBytes(m *engine.Model) int64 {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/expertcache"
 	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/harness"
@@ -42,8 +43,9 @@ the bandwidths probed just before and just after each round; and
 prefill in rounds between runs of the int8 dot probes
 (--prefill-rounds), whose median fraction of the compute limit is taken
 likewise at the better of the peaks around each round. The disk under
-the model file is probed too: sequential and random 7 MiB reads (about
-one Flash q2 expert), 1 and 8 in flight, with O_DIRECT where the file
+the model file is probed too: sequential and random reads of one of the
+model's routed experts (rounded to whole MiB: 7 MiB for Flash q2, 18 MiB
+for Pro q2), 1 and 8 in flight, with O_DIRECT where the file
 system allows; with --ssd-streaming the decode speed of light becomes the
 larger of the memory time and the disk time of the misses the speed
 run's hit rate predicts (docs/performance.md).`
@@ -123,10 +125,10 @@ func (f *rooflineFlags) check(fs *pflag.FlagSet) error {
 	return nil
 }
 
-// probeBytes returns the most memory the probes hold at once: the
-// bandwidth probe's buffer, or the disk probe's reads in flight.
-func (f *rooflineFlags) probeBytes() int64 {
-	return max(int64(f.probes.bufMB)<<20, 8*harness.ExpertReadBytes)
+// probeBytes returns the most memory the probes hold at once for model m:
+// the bandwidth probe's buffer, or the disk probe's reads in flight.
+func (f *rooflineFlags) probeBytes(m *engine.Model) int64 {
+	return max(int64(f.probes.bufMB)<<20, 8*harness.ExpertReadBlock(m))
 }
 
 // runRoofline is the roofline subcommand.
@@ -145,7 +147,7 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if m.File != nil {
 		defer m.File.Close()
 	}
-	streamed, err := f.ssd.StartStreaming(m, modelPath, cli.StreamSetup{Context: f.prefill + f.decode + 64, Reserve: f.probeBytes()}, "ds4-bench", stderr)
+	streamed, err := f.ssd.StartStreaming(m, modelPath, cli.StreamSetup{Context: f.prefill + f.decode + 64, Reserve: f.probeBytes(m)}, "ds4-bench", stderr)
 	if err != nil {
 		return err
 	}
@@ -178,6 +180,7 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if modelPath != "" && f.diskMB > 0 {
 		opt.DiskPath = modelPath
 		opt.Disk = harness.DefaultDiskConfig()
+		opt.Disk.Block = harness.ExpertReadBlock(m)
 		opt.Disk.Bytes = int64(f.diskMB) << 20
 	}
 	r, err := harness.RunRoofline(ctx, m, be, opt)
