@@ -5,7 +5,7 @@
 //
 // # Endpoints
 //
-//	GET  /v1/models, /v1/models/{id}   deepseek-v4-flash and deepseek-v4-pro
+//	GET  /v1/models, /v1/models/{id}   the loaded model's id, then the other one (Flash or Pro)
 //	POST /v1/chat/completions          OpenAI chat (tools, streaming, logprobs)
 //	POST /v1/completions               OpenAI legacy completions
 //	POST /v1/responses                 OpenAI Responses (function calls, reasoning summaries)
@@ -108,6 +108,11 @@
 // Deliberate, for clients that must work unchanged:
 //   - unknown model ids get 404 (model_not_found) unless
 //     Config.AcceptAnyModel is set;
+//   - /v1/models lists both ids, the loaded model's (Config.ModelID:
+//     deepseek-v4-pro for V4 Pro, deepseek-v4-flash otherwise, from its
+//     metadata) first and the other as an alias, each with the loaded
+//     model's real name (upstream lists deepseek-v4-flash only, named
+//     DeepSeek V4 Flash);
 //   - errors on /v1/messages use Anthropic's error shape
 //     {"type":"error","error":{...}} with Anthropic error types;
 //   - Anthropic message ids are "msg_" and 24 hex digits (upstream:

@@ -10,10 +10,28 @@ import (
 	"strings"
 
 	"github.com/ds4-go/ds4/engine/dsml"
+	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/engine/prompt"
 	"github.com/ds4-go/ds4/engine/sample"
 	"github.com/ds4-go/ds4/engine/tokenizer"
 )
+
+// Identify returns the /v1/models id and name of a model of shape p, read
+// from its metadata: ModelPro and "DeepSeek V4 Pro" for V4 Pro or a slice
+// of it, ModelFlash and "DeepSeek V4 Flash" for Flash or a slice of it;
+// any other shape answers as ModelFlash under its general.name.
+func Identify(p layout.Params) (id, name string) {
+	m, ok := p.Model()
+	switch {
+	case ok && m.Name == layout.Pro().Name:
+		return ModelPro, "DeepSeek V4 Pro"
+	case ok:
+		return ModelFlash, "DeepSeek V4 Flash"
+	case p.Name != "":
+		return ModelFlash, p.Name
+	}
+	return ModelFlash, "DeepSeek V4 (custom shape)"
+}
 
 // Model ids the server answers to.
 const (

@@ -13,6 +13,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/ds4-go/ds4/engine/layout"
 )
 
 // The integration tests below drive the real server over loopback HTTP
@@ -82,6 +84,52 @@ func TestOpenAIModels(t *testing.T) {
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 {
 		t.Fatalf("unknown model: %v", err)
+	}
+}
+
+// TestOpenAIModelsLoadedModel reads /v1/models with the SDK for models
+// identified from their metadata: the loaded model's id comes first and
+// both ids report its real name.
+func TestOpenAIModelsLoadedModel(t *testing.T) {
+	slice := func(m layout.Params, n int) layout.Params { m.SetLayers(n); return m }
+	for _, tc := range []struct {
+		name     string
+		p        layout.Params
+		ids      string
+		realName string
+	}{
+		{"pro", layout.Pro(), "deepseek-v4-pro,deepseek-v4-flash", "DeepSeek V4 Pro"},
+		{"pro slice", slice(layout.Pro(), 2), "deepseek-v4-pro,deepseek-v4-flash", "DeepSeek V4 Pro"},
+		{"flash", layout.Flash(), "deepseek-v4-flash,deepseek-v4-pro", "DeepSeek V4 Flash"},
+		{"flash slice", slice(layout.Flash(), 4), "deepseek-v4-flash,deepseek-v4-pro", "DeepSeek V4 Flash"},
+		{"other shape", layout.Tiny(), "deepseek-v4-flash,deepseek-v4-pro", "DS4-tiny"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, name := Identify(tc.p)
+			ts := tinyServer(t, 1024, func(c *Config) { c.ModelID, c.ModelName = id, name+" (model.gguf)" })
+			c := openaiClient(ts)
+			ctx := context.Background()
+			page, err := c.Models.List(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, m := range page.Data {
+				ids = append(ids, m.ID)
+			}
+			if got := strings.Join(ids, ","); got != tc.ids {
+				t.Errorf("ids %s, want %s", got, tc.ids)
+			}
+			for _, alias := range []string{ModelFlash, ModelPro} {
+				m, err := c.Models.Get(ctx, alias)
+				if err != nil || m.ID != alias {
+					t.Fatalf("get %s: %v %+v", alias, err, m)
+				}
+				if want := `"name":"` + tc.realName + ` (model.gguf)"`; !strings.Contains(m.RawJSON(), want) {
+					t.Errorf("%s: %s lacks %s", alias, m.RawJSON(), want)
+				}
+			}
+		})
 	}
 }
 

@@ -93,6 +93,10 @@ type Config struct {
 	Tokenizer *tokenizer.Tokenizer
 	// ModelName names the loaded model in /v1/models and logs.
 	ModelName string
+	// ModelID is the loaded model's id, ModelFlash or ModelPro (see
+	// Identify); "" means ModelFlash. /v1/models lists it first, the
+	// other id after it as an alias reporting the same model.
+	ModelID string
 	// Tiny says the session runs the embedded tiny model (random weights),
 	// which /v1/models reports.
 	Tiny bool
@@ -198,6 +202,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ModelName == "" {
 		cfg.ModelName = "DeepSeek V4 Flash"
+	}
+	switch cfg.ModelID {
+	case "":
+		cfg.ModelID = ModelFlash
+	case ModelFlash, ModelPro:
+	default:
+		return nil, fmt.Errorf("server: model id %q: want %s or %s", cfg.ModelID, ModelFlash, ModelPro)
 	}
 	setDefault(&cfg.DefaultMaxTokens, DefaultMaxTokens)
 	setDefault(&cfg.QueueSize, DefaultQueueSize)
@@ -454,7 +465,11 @@ func (s *Server) serveModels(w http.ResponseWriter, id string) {
 	var body []byte
 	switch id {
 	case "":
-		body = marshal(ordered{{"object", "list"}, {"data", []ordered{s.modelObject(ModelFlash), s.modelObject(ModelPro)}}})
+		alias := ModelPro
+		if s.cfg.ModelID == ModelPro {
+			alias = ModelFlash
+		}
+		body = marshal(ordered{{"object", "list"}, {"data", []ordered{s.modelObject(s.cfg.ModelID), s.modelObject(alias)}}})
 	case ModelFlash, ModelPro:
 		body = marshal(s.modelObject(id))
 	default:

@@ -255,7 +255,8 @@ func serve(o *options, stderr io.Writer, hooks *testHooks) error {
 		defer f.Close()
 		trace = f
 	}
-	l := &loaded{m: m, tok: tok, sess: sess, name: name, tiny: tiny}
+	id, _ := server.Identify(m.Params)
+	l := &loaded{m: m, tok: tok, sess: sess, name: name, id: id, tiny: tiny}
 	srv, err := newServer(o, l, trace, logger, stderr)
 	if err != nil {
 		return err
@@ -284,12 +285,14 @@ type loaded struct {
 	tok  *tokenizer.Tokenizer
 	sess *engine.Session
 	name string
-	tiny bool // the built-in tiny model
+	id   string // the model's id in /v1/models (server.Identify)
+	tiny bool   // the built-in tiny model
 }
 
 // openModel opens the model of -m with cli.OpenModel, checks --ctx against
 // its context length and warms its weights for --warm-weights; name names
-// it for the log and /v1/models.
+// it for the log and /v1/models: the released model its metadata
+// describes (server.Identify) and the file.
 func openModel(o *options, stderr io.Writer) (m *engine.Model, name string, tiny bool, err error) {
 	m, opened, err := cli.OpenModel(o.model, false, "ds4-server", stderr)
 	if err != nil {
@@ -301,7 +304,8 @@ func openModel(o *options, stderr io.Writer) (m *engine.Model, name string, tiny
 		if shown == "" {
 			shown = defaultModel
 		}
-		name = "DeepSeek V4 Flash (" + shown + ")"
+		_, model := server.Identify(m.Params)
+		name = model + " (" + shown + ")"
 	}
 	if max := m.Params.ContextLength; max > 0 && o.ctx > max {
 		return nil, "", false, cli.Usage(fmt.Errorf("--ctx %d: must be at most %d, the context length of %s", o.ctx, max, name))
@@ -327,6 +331,7 @@ func newServer(o *options, l *loaded, trace io.Writer, logger *log.Logger, stder
 		Session:          l.sess,
 		Tokenizer:        l.tok,
 		ModelName:        l.name,
+		ModelID:          l.id,
 		Tiny:             l.tiny,
 		DefaultMaxTokens: o.tokens,
 		QueueSize:        o.queue,
