@@ -18,18 +18,22 @@ import (
 
 // extrapolateDoc describes the extrapolate subcommand in its help.
 const extrapolateDoc = `Projects decode and prefill speed, and their fractions of the speed of
-light and of the compute limit, to a model of --layers layers (the
-released model's 43 by default) from two slices of it that differ only in
-layer count, such as those of ds4-quant synth --preset flash --layers 2
-and --layers 4. The machine is probed as by roofline; then both slices'
-speeds are measured in --pairs alternating runs and each rate's median
-kept. A token's decode and prefill times are taken to grow linearly with
-the layer count, each layer past the larger slice's costing what the
-larger slice's extra layers cost on average (for the Flash slices of 2
-and 4 layers: one layer of compression ratio 4 and one of 128, the
-ratios the released model's layers 2..42 alternate); the projected
-model's weight bytes and multiply-adds are counted exactly, each added
-layer as the larger slice's last layer of its compression ratio.`
+light and of the compute limit, to a model of --layers layers (by
+default the released model the slices' metadata describe: 43 layers for
+Flash, 61 for Pro) from two slices of it that differ only in layer
+count, such as those of ds4-quant synth --preset flash --layers 2 and
+--layers 4, or --preset pro --layers 2 and --layers 3. The machine is
+probed as by roofline; then both slices' speeds are measured in --pairs
+alternating runs and each rate's median kept. A token's decode and
+prefill times are taken to grow linearly with the layer count, each
+layer past the larger slice's costing what the larger slice's extra
+layers cost on average (for the Flash slices of 2 and 4 layers: one
+layer of compression ratio 4 and one of 128, the ratios the released
+model's layers 2..42 alternate; for the Pro slices of 2 and 3 layers:
+one layer of ratio 4, dearer than the ratio-128 layers projected at its
+cost); the projected model's weight bytes and multiply-adds are counted
+exactly, each added layer as the larger slice's last layer of its
+compression ratio.`
 
 // runExtrapolate is the extrapolate subcommand.
 func runExtrapolate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -37,7 +41,7 @@ func runExtrapolate(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.SetOutput(stderr)
 	fs.SortFlags = false
 	models := fs.StringArrayP("model", "m", nil, "GGUF slice; give two, in any order")
-	layers := fs.Int("layers", layout.Flash().Layers, "layer count to project to")
+	layers := fs.Int("layers", 0, "layer count to project to (0: the released model's, 43 Flash or 61 Pro, from the slices' metadata)")
 	pairs := fs.Int("pairs", 3, "alternating runs of the two slices")
 	probes := addProbeFlags(fs)
 	prefill := fs.Int("prefill", 64, "prompt tokens prefilled to measure prefill speed")
@@ -56,8 +60,8 @@ func runExtrapolate(ctx context.Context, args []string, stdout, stderr io.Writer
 		return cli.Usage(fmt.Errorf("extrapolate: give two slices with -m, not %d", len(*models)))
 	case *pairs <= 0:
 		return cli.Usage(fmt.Errorf("extrapolate: %w", cli.FlagError(fs, "pairs", "must be at least 1")))
-	case *layers <= 0:
-		return cli.Usage(fmt.Errorf("extrapolate: %w", cli.FlagError(fs, "layers", "must be at least 1")))
+	case *layers < 0:
+		return cli.Usage(fmt.Errorf("extrapolate: %w", cli.FlagError(fs, "layers", "must be at least 0 (0: the released model's)")))
 	case probes.check(fs) != nil:
 		return cli.Usage(fmt.Errorf("extrapolate: %w", probes.check(fs)))
 	case *prefill <= 0:
@@ -82,8 +86,8 @@ func runExtrapolate(ctx context.Context, args []string, stdout, stderr io.Writer
 	if small.Params.Layers == large.Params.Layers {
 		return cli.Usage(fmt.Errorf("extrapolate: both slices have %d layers; the layers' cost is their difference", small.Params.Layers))
 	}
-	if *layers < large.Params.Layers {
-		return cli.Usage(fmt.Errorf("extrapolate: --layers %d is fewer than the larger slice's %d", *layers, large.Params.Layers))
+	if *layers, err = projectTo(*layers, large.Params); err != nil {
+		return cli.Usage(fmt.Errorf("extrapolate: %w", err))
 	}
 	be := cpu.New(probes.threads)
 	defer be.Close()
@@ -111,6 +115,23 @@ func runExtrapolate(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "ds4-bench: wrote %s\n", path)
 	}
 	return nil
+}
+
+// projectTo returns the layer count to project the slice large of to:
+// layers, or for 0 that of the released model large is a slice of; it is
+// an error for it to be fewer than the slice's.
+func projectTo(layers int, large layout.Params) (int, error) {
+	if layers == 0 {
+		m, ok := large.Model()
+		if !ok {
+			return 0, fmt.Errorf("the slices are not of a released model (%s): give --layers", large.Name)
+		}
+		layers = m.Layers
+	}
+	if layers < large.Layers {
+		return 0, fmt.Errorf("--layers %d is fewer than the larger slice's %d", layers, large.Layers)
+	}
+	return layers, nil
 }
 
 // openSlices opens the two slices of paths and returns them, and their

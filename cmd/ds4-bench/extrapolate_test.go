@@ -110,7 +110,7 @@ func TestExtrapolateUsage(t *testing.T) {
 		{[]string{"extrapolate", "-m", two}, "give two slices with -m, not 1"},
 		{[]string{"extrapolate", "-m", two, "-m", two}, "both slices have 2 layers"},
 		{[]string{"extrapolate", "-m", two, "-m", two, "--pairs", "0"}, "--pairs 0: must be at least 1"},
-		{[]string{"extrapolate", "-m", two, "-m", two, "--layers", "-1"}, "--layers -1: must be at least 1"},
+		{[]string{"extrapolate", "-m", two, "-m", two, "--layers", "-1"}, "--layers -1: must be at least 0"},
 		{[]string{"extrapolate", "-m", two, "-m", two, "--trials", "0"}, "--trials 0: must be at least 1"},
 		{[]string{"extrapolate", "-m", two, "-m", two, "--hash", "md5"}, "--hash md5: must be sha256, quick or none"},
 		{[]string{"extrapolate", "-m", two, "-m", dir}, "--model " + dir + ": is a directory"},
@@ -129,6 +129,40 @@ func TestExtrapolateUsage(t *testing.T) {
 	require.Equal(t, 2, run(context.Background(), []string{"extrapolate", "-m", two, "-m", six, "--layers", "4"}, &out, &errOut))
 	require.Contains(t, errOut.String(), "--layers 4 is fewer than the larger slice's 6")
 	errOut.Reset()
+	require.Equal(t, 2, run(context.Background(), []string{"extrapolate", "-m", two, "-m", six}, &out, &errOut))
+	require.Contains(t, errOut.String(), "the slices are not of a released model (DS4-tiny): give --layers")
+	errOut.Reset()
 	require.Equal(t, 2, run(context.Background(), []string{"extrapolate", "-m", two, "-m", filepath.Join(dir, "missing.gguf")}, &out, &errOut))
 	require.Contains(t, errOut.String(), "--model "+filepath.Join(dir, "missing.gguf")+": no such file")
+}
+
+// TestProjectTo checks the layer count extrapolate projects to: by
+// default the released model's the slices are of, read from their
+// metadata, and never fewer than the larger slice's.
+func TestProjectTo(t *testing.T) {
+	slice := func(p layout.Params, n int) layout.Params { p.SetLayers(n); return p }
+	for _, tc := range []struct {
+		name   string
+		layers int
+		large  layout.Params
+		want   int
+		err    string
+	}{
+		{"flash slice", 0, slice(layout.Flash(), 4), 43, ""},
+		{"pro slice", 0, slice(layout.Pro(), 3), 61, ""},
+		{"pro slice, given", 30, slice(layout.Pro(), 3), 30, ""},
+		{"tiny", 0, layout.Tiny(), 0, "not of a released model (DS4-tiny)"},
+		{"tiny, given", 10, layout.Tiny(), 10, ""},
+		{"too few", 2, slice(layout.Pro(), 3), 0, "--layers 2 is fewer than the larger slice's 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := projectTo(tc.layers, tc.large)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
 }
