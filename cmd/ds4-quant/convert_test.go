@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/quant"
 )
@@ -70,4 +71,41 @@ func TestConvertCommandErrors(t *testing.T) {
 	}
 	_, err := os.Stat(out)
 	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// TestQuantizeProCheckpoint converts the Pro-shaped oracle checkpoint
+// with each of its configs (the reference key names and the released
+// Hugging Face ones) and checks that the file carries Pro's distinctive
+// hyperparameters and passes the layout check.
+func TestQuantizeProCheckpoint(t *testing.T) {
+	const pro = "../../vectors/testdata/oracle/pro_tiny_s320"
+	for _, config := range []string{"config.json", "hf_config.json"} {
+		t.Run(config, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "pro.gguf")
+			code, stdout, stderr := runCmd("quantize", "--hf", filepath.Join(pro, "weights.safetensors"),
+				"--config", filepath.Join(pro, config), "--mode", "lossless", "-q", "-o", out)
+			require.Equal(t, 0, code, stderr)
+			require.Contains(t, stdout, "layout: ok")
+			f, err := gguf.Open(out)
+			require.NoError(t, err)
+			defer f.Close()
+			p, err := layout.FromGGUF(f)
+			require.NoError(t, err)
+			require.Equal(t, []int{128, 128, 4, 128, 4, 128}, p.CompressRatios)
+			require.Equal(t, float32(2.5), p.ExpertWeightsScale)
+			require.Equal(t, 2, p.OGroups)
+			require.Equal(t, 256, p.OLoraRank)
+			require.Equal(t, 384, p.QLoraRank)
+			require.Equal(t, 16, p.Heads)
+			require.Equal(t, 8, p.IndexerHeads)
+			require.Equal(t, 32, p.IndexerTopK)
+			require.Equal(t, 12, p.Experts)
+			require.Equal(t, 6, p.ExpertsUsed)
+			require.Equal(t, 3, p.HashLayers)
+			ti, _ := f.Tensor("blk.0.attn_output_a.weight")
+			require.Equal(t, []uint64{1024, 512}, ti.Dims) // 8 heads × 128 per group, 2 groups × 256
+			_, ok := f.Tensor("blk.0.attn_compressor_ape.weight")
+			require.True(t, ok, "layer 0 is compressed")
+		})
+	}
 }
