@@ -187,7 +187,7 @@ func (f *benchFlags) validate(fs *pflag.FlagSet) error {
 	if err := cli.Threads(fs, f.threads); err != nil {
 		return err
 	}
-	maxCtx := layout.Flash().ContextLength
+	maxCtx := layout.MaxContextLength()
 	for _, v := range []struct {
 		name string
 		bad  bool

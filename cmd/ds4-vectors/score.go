@@ -41,7 +41,7 @@ func promptFile(path string) (string, error) {
 // checkScoring checks the model, context and thread flags of the scoring
 // commands before anything is loaded.
 func checkScoring(fs *pflag.FlagSet, model string, ctx, threads int) error {
-	switch max := layout.Flash().ContextLength; {
+	switch max := layout.MaxContextLength(); {
 	case ctx <= 0:
 		return cli.FlagError(fs, "ctx", "must be at least 1")
 	case ctx > max:

@@ -455,3 +455,12 @@ func TestSetLayersAndModel(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxContextLength checks the pre-open bound of context flags
+// against every released model.
+func TestMaxContextLength(t *testing.T) {
+	for _, p := range Released() {
+		require.LessOrEqual(t, p.ContextLength, MaxContextLength(), p.Name)
+	}
+	require.Equal(t, 1048576, MaxContextLength())
+}

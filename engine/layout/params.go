@@ -147,6 +147,16 @@ func Pro() Params {
 // Pro.
 func Released() []Params { return []Params{Flash(), Pro()} }
 
+// MaxContextLength returns the longest context of the released models,
+// the bound of a context flag checked before any model is open.
+func MaxContextLength() int {
+	n := 0
+	for _, p := range Released() {
+		n = max(n, p.ContextLength)
+	}
+	return n
+}
+
 // Model returns the released model (Flash or Pro, all its layers) whose
 // shape p has; a slice of its first layers (block count, hash layers and
 // the per-layer schedules cut to match) counts as that model, the context

@@ -106,7 +106,7 @@ const MinContext = 2
 // MinContext to the DS4 context length (a model's own, which may be
 // smaller, is checked once it is open).
 func Context(fs *pflag.FlagSet, name string, v int) error {
-	switch max := layout.Flash().ContextLength; {
+	switch max := layout.MaxContextLength(); {
 	case v < MinContext:
 		return FlagError(fs, name, "must be at least %d (one prompt token and one generated token)", MinContext)
 	case v > max:
