@@ -439,6 +439,7 @@ func TestSetLayersAndModel(t *testing.T) {
 		{"pro 4", func() Params { p := Pro(); p.SetLayers(4); return p }, []int{128, 128, 4, 128}, 3, "DeepSeek-V4-Pro"},
 		{"pro 4 back to 61", func() Params { p := Pro(); p.SetLayers(4); p.SetLayers(61); return p }, nil, 3, "DeepSeek-V4-Pro"},
 		{"tiny", Tiny, []int{0, 0, 4, 128, 4, 128}, 3, ""},
+		{"pro of 62 layers", func() Params { p := Pro(); p.SetLayers(62); return p }, nil, 3, ""},
 		{"pro with Flash's ratios", func() Params { p := Pro(); p.CompressRatios[0], p.CompressRatios[1] = 0, 0; return p }, nil, 3, ""},
 		{"flash with Pro's route scale", func() Params { p := Flash(); p.ExpertWeightsScale = 2.5; return p }, nil, 3, ""},
 	}

@@ -164,7 +164,10 @@ func MaxContextLength() int {
 func (p Params) Model() (model Params, ok bool) {
 	for _, r := range Released() {
 		q := r
-		if p.Layers != q.Layers {
+		if p.Layers > q.Layers {
+			continue
+		}
+		if p.Layers < q.Layers {
 			q.SetLayers(p.Layers)
 		}
 		if len(p.Diff(q)) == 0 {
