@@ -3,6 +3,8 @@ package harness
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,8 +66,16 @@ type LoadRequest struct {
 	FinishReason     string `parquet:"finish_reason"`
 	Status           int64  `parquet:"status"` // HTTP status; 0 when no reply came
 	Error            string `parquet:"error"`  // "" for a complete reply
+	// PromptSHA256 and OutputSHA256 are hex SHA-256 digests of the user
+	// message and of the reply's text (reasoning, a zero byte, content),
+	// so that replies to one prompt can be compared across levels: at
+	// temperature 0 a deterministic server answers a prompt alike at
+	// every concurrency.
+	PromptSHA256 string `parquet:"prompt_sha256"`
+	OutputSHA256 string `parquet:"output_sha256"`
 
-	itl []time.Duration // inter-token latencies, see Load
+	itl                []time.Duration // inter-token latencies, see Load
+	reasoning, content []byte          // the reply's text until finish
 }
 
 // LoadLevel is the aggregate of one concurrency level, one row of the load
@@ -164,6 +174,34 @@ func runLevel(ctx context.Context, cfg LoadConfig, chat string, n, seq int) []Lo
 	return slices.DeleteFunc(reqs, func(q LoadRequest) bool { return q.Clients == 0 })
 }
 
+// digest returns the hex SHA-256 digest of b.
+func digest(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// DifferingOutputs counts the prompts of reqs answered without error and
+// the ones among them whose replies differ from one another.
+func DifferingOutputs(reqs []LoadRequest) (prompts, differing int) {
+	first := map[string]string{}
+	differs := map[string]bool{}
+	for _, q := range reqs {
+		if q.Error != "" || q.OutputSHA256 == "" {
+			continue
+		}
+		out, seen := first[q.PromptSHA256]
+		if !seen {
+			first[q.PromptSHA256] = q.OutputSHA256
+			continue
+		}
+		if out != q.OutputSHA256 && !differs[q.PromptSHA256] {
+			differs[q.PromptSHA256] = true
+			differing++
+		}
+	}
+	return len(first), differing
+}
+
 // ms returns d in milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
@@ -209,6 +247,7 @@ func send(ctx context.Context, cfg LoadConfig, chat, prompt string, level time.T
 	if cfg.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+cfg.APIKey)
 	}
+	q.PromptSHA256 = digest([]byte(prompt))
 	t0 := time.Now()
 	q.StartMS = ms(t0.Sub(level))
 	defer func() { q.EndMS = ms(time.Since(level)) }()
@@ -286,6 +325,8 @@ func readStream(body io.Reader, q *LoadRequest, t0 time.Time) ([]time.Duration, 
 		for _, c := range ch.Choices {
 			d := c.Delta
 			text = text || d.Content != "" || d.ReasoningContent != "" || d.Reasoning != ""
+			q.content = append(q.content, d.Content...)
+			q.reasoning = append(append(q.reasoning, d.ReasoningContent...), d.Reasoning...)
 			if c.FinishReason != nil && *c.FinishReason != "" {
 				q.FinishReason = *c.FinishReason
 			}
@@ -307,6 +348,8 @@ func readStream(body io.Reader, q *LoadRequest, t0 time.Time) ([]time.Duration, 
 // arrival times of its chunks with text, from its start at offset from
 // the level's start.
 func (q *LoadRequest) finish(offset time.Duration, times []time.Duration) {
+	q.OutputSHA256 = digest(append(append(q.reasoning, 0), q.content...))
+	q.reasoning, q.content = nil, nil
 	q.Chunks = int64(len(times))
 	if !q.Usage {
 		q.CompletionTokens = q.Chunks

@@ -79,10 +79,15 @@ func TestLoadOwnServer(t *testing.T) {
 		require.True(t, 0 <= q.StartMS && q.StartMS <= q.FirstMS && q.FirstMS <= q.LastMS && q.LastMS <= q.EndMS,
 			"request %d: start %v first %v last %v end %v", i, q.StartMS, q.FirstMS, q.LastMS, q.EndMS)
 		require.InDelta(t, q.FirstMS-q.StartMS, q.TTFTMS, 1e-6)
+		require.Len(t, q.OutputSHA256, 64)
+		require.Equal(t, digest([]byte(prompt(i))), q.PromptSHA256, "request %d", i)
 		if q.Request > 0 {
 			require.GreaterOrEqual(t, q.StartMS, reqs[i-1].EndMS, "request %d starts before its client's previous one ends", i)
 		}
 	}
+	prompts, differing := DifferingOutputs(reqs)
+	require.Equal(t, 6, prompts) // fresh prompts: one request each
+	require.Zero(t, differing)
 	for i, l := range levels {
 		require.EqualValues(t, cfg.Clients[i], l.Clients)
 		require.EqualValues(t, 2*cfg.Clients[i], l.Requests)
@@ -322,4 +327,45 @@ func TestSSEReader(t *testing.T) {
 	r = NewSSEReader(strings.NewReader("\n"))
 	_, err = r.Next()
 	require.ErrorIs(t, err, io.EOF)
+}
+
+func TestDifferingOutputs(t *testing.T) {
+	q := func(prompt, out, err string) LoadRequest {
+		return LoadRequest{PromptSHA256: prompt, OutputSHA256: out, Error: err}
+	}
+	tests := []struct {
+		name               string
+		reqs               []LoadRequest
+		prompts, differing int
+	}{
+		{"none", nil, 0, 0},
+		{"alike", []LoadRequest{q("p", "a", ""), q("p", "a", ""), q("r", "b", "")}, 2, 0},
+		{"one prompt differs twice", []LoadRequest{q("p", "a", ""), q("p", "b", ""), q("p", "c", ""), q("r", "b", "")}, 2, 1},
+		{"failed requests do not count", []LoadRequest{q("p", "a", ""), q("p", "b", "HTTP 500"), q("r", "", "")}, 1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prompts, differing := DifferingOutputs(tt.reqs)
+			require.Equal(t, tt.prompts, prompts)
+			require.Equal(t, tt.differing, differing)
+		})
+	}
+}
+
+func TestLoadRepliesAlike(t *testing.T) {
+	url := startTinyServer(t)
+	tok, err := tokenizer.Default()
+	require.NoError(t, err)
+	prompt, err := LoadPrompts(tok, DefaultLoadText(), 24, false)
+	require.NoError(t, err)
+	// deepseek-chat: replies without thinking, which ds4-server samples
+	// at its own settings whatever the request says.
+	cfg := LoadConfig{Endpoint: url, Model: "deepseek-chat", Clients: []int{1, 2}, Requests: 2, MaxTokens: 6, Prompt: prompt,
+		Timeout: time.Minute}
+	_, reqs, err := Load(context.Background(), cfg)
+	require.NoError(t, err)
+	require.Len(t, reqs, 6)
+	prompts, differing := DifferingOutputs(reqs)
+	require.Equal(t, 1, prompts)
+	require.Zero(t, differing)
 }

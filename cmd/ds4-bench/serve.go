@@ -30,7 +30,11 @@ first token and inter-token latency p50/p99 in milliseconds. Tokens are
 the usage's completion_tokens, or the chunks with text when the server
 sends no usage; failed requests are counted, not fatal. Prompts are
 --prompt-tokens DS4 tokens of --prompt-file (default: built-in text);
-with --fresh-prompts every request gets its own, so no prefix cache helps.`
+with --fresh-prompts every request gets its own, so no prefix cache helps.
+The last line counts the prompts whose replies differed between requests
+(at temperature 0 a deterministic server answers a prompt alike at every N;
+ds4-server samples thinking replies at its own settings, so ask it for
+--model deepseek-chat, which does not think).`
 
 // serveFlags are the serve subcommand's options.
 type serveFlags struct {
@@ -137,6 +141,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err := harness.WriteLoadTable(stdout, levels); err != nil {
 			return err
 		}
+		prompts, differing := harness.DifferingOutputs(reqs)
+		fmt.Fprintf(stdout, "outputs: %d of %d prompts answered differently by different requests\n", differing, prompts)
 	}
 	return errors.Join(runErr, f.write(meta, levels, reqs, stderr))
 }
