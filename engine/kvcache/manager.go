@@ -39,6 +39,11 @@ type ManagerOptions struct {
 	Tools func(key []byte) []ToolEntry
 	// Logger receives debug lines for hits and misses; nil discards them.
 	Logger *slog.Logger
+	// Evaluator, when set, evaluates the manager's prefill chunks and
+	// decoded tokens instead of the session itself (a scheduler that
+	// batches several sessions' steps); it must evaluate on the session
+	// the manager owns.
+	Evaluator engine.Evaluator
 }
 
 // Source says where a synced prompt's reused tokens came from (the
@@ -347,7 +352,7 @@ func (m *Manager) advance(prompt []int, total int, req Request, res *Result) err
 	}
 	from := m.sess.Pos()
 	var stopped error
-	err := m.sess.PrefillChunks(context.Background(), prompt[from:], engine.PrefillOptions{
+	err := engine.PrefillChunks(context.Background(), m.eval(), prompt[from:], engine.PrefillOptions{
 		Chunk: m.opt.Chunk,
 		End: func(pos int) int {
 			next := (pos/m.opt.Chunk + 1) * m.opt.Chunk
@@ -397,7 +402,16 @@ func (m *Manager) Decode(token int, checkpoint bool) error {
 	if checkpoint {
 		m.maybeContinued()
 	}
-	return m.sess.Decode(token)
+	return m.eval().Decode(token)
+}
+
+// eval returns what evaluates the session: ManagerOptions.Evaluator or
+// the session itself.
+func (m *Manager) eval() engine.Evaluator {
+	if m.opt.Evaluator != nil {
+		return m.opt.Evaluator
+	}
+	return m.sess
 }
 
 // Checkpoint stores the live session now, keyed like an evict save (the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/prompt"
 )
 
@@ -201,4 +202,35 @@ func TestManagerForgedSpecials(t *testing.T) {
 	require.Equal(t, SourceCold, r.Source)
 	require.Equal(t, want, r.Prompt)
 	require.Equal(t, int64(1), m2.Stats().DiskMisses["special-mismatch"])
+}
+
+// countingEvaluator is a session evaluated through an engine.Evaluator
+// that counts the prefill and decode calls it passes on.
+type countingEvaluator struct {
+	*engine.Session
+	prefills, decodes int
+}
+
+func (e *countingEvaluator) Prefill(tokens []int) error {
+	e.prefills++
+	return e.Session.Prefill(tokens)
+}
+func (e *countingEvaluator) Decode(token int) error { e.decodes++; return e.Session.Decode(token) }
+
+// TestManagerEvaluator checks that a manager with an Evaluator evaluates
+// every prefill chunk and decoded token through it, with the logits of
+// evaluating the session directly.
+func TestManagerEvaluator(t *testing.T) {
+	tk := tok(t)
+	sess := newSession(t, 256)
+	ev := &countingEvaluator{Session: sess}
+	m := NewManager(sess, ManagerOptions{Tokenizer: tk, Policy: testPolicy(), Chunk: 32, Evaluator: ev})
+	text := conversation(2)
+	toks := tk.EncodeSpecial(text)
+	_, err := m.Sync(Request{Text: text, Tokens: toks})
+	require.NoError(t, err)
+	require.Equal(t, (len(toks)+31)/32, ev.prefills, "one call per chunk")
+	require.NoError(t, m.Decode(toks[0], true))
+	require.Equal(t, 1, ev.decodes)
+	requireBits(t, refLogits(t, append(slices.Clone(toks), toks[0])), sess.Logits(), "through the evaluator")
 }
