@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"flag"
 	"io"
 	"math"
 	"net"
@@ -77,21 +78,48 @@ func startServer(t testing.TB, cfg Config) *testServer {
 	return &testServer{Server: s, url: "http://" + ln.Addr().String()}
 }
 
-// tinyServer starts a server over a fresh session of the tiny model.
+// testSlots is the number of slots tinyServer gives its servers;
+// TestSDKParallelSlots runs the SDK tests again with 4.
+var testSlots = flag.Int("slots", 1, "slots of the servers tinyServer starts")
+
+// tinyServer starts a server over fresh sessions of the tiny model, as
+// many as -slots says.
 func tinyServer(t testing.TB, ctx int, mod func(*Config)) *testServer {
+	t.Helper()
+	return tinySlots(t, ctx, *testSlots, mod)
+}
+
+// tinySessions returns n fresh sessions of the tiny model.
+func tinySessions(t testing.TB, ctx, n int) []*engine.Session {
 	t.Helper()
 	be := cpu.New(0)
 	t.Cleanup(be.Close)
-	sess, err := engine.NewSession(tiny(t), be, engine.Options{Context: ctx})
-	if err != nil {
-		t.Fatal(err)
+	out := make([]*engine.Session, n)
+	for i := range out {
+		sess, err := engine.NewSession(tiny(t), be, engine.Options{Context: ctx})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = sess
 	}
-	cfg := Config{Session: sess, Tiny: true, ModelName: "tiny"}
+	return out
+}
+
+// tinySlots starts a server with n slots over fresh sessions of the tiny
+// model.
+func tinySlots(t testing.TB, ctx, n int, mod func(*Config)) *testServer {
+	t.Helper()
+	sessions := tinySessions(t, ctx, n)
+	cfg := Config{Session: sessions[0], Tiny: true, ModelName: "tiny"}
+	if n > 1 {
+		for _, s := range sessions {
+			cfg.Sessions = append(cfg.Sessions, s)
+		}
+	}
 	if mod != nil {
 		mod(&cfg)
 	}
-	ts := startServer(t, cfg)
-	return ts
+	return startServer(t, cfg)
 }
 
 // scriptSession is a Session whose "model" writes scripted replies: after

@@ -48,11 +48,6 @@ func (l *liveBindings) clear() { l.set(binding{}, binding{}, binding{}) }
 // on the live state. It runs in time linear in the number of calls and
 // results.
 func (s *Server) validateResults(r *request, format string) error {
-	resp, anthr, _ := s.live.get()
-	live := resp
-	if r.api == apiMessages {
-		live = anthr
-	}
 	var liveIDs map[string]bool // built on the first result without a prior call
 	calls := map[string]bool{}  // ids of the calls of the assistant messages so far
 	for i, m := range r.msgs {
@@ -75,12 +70,7 @@ func (s *Server) validateResults(r *request, format string) error {
 				continue
 			}
 			if liveIDs == nil {
-				liveIDs = map[string]bool{}
-				if live.valid {
-					for _, l := range live.ids {
-						liveIDs[l] = true
-					}
-				}
+				liveIDs = s.liveIDs(r.api)
 			}
 			if !liveIDs[id] {
 				return badRequest(format, id)
@@ -89,6 +79,25 @@ func (s *Server) validateResults(r *request, format string) error {
 		}
 	}
 	return nil
+}
+
+// liveIDs returns the tool-call ids of the live Responses (or, for a
+// Messages request, Anthropic) bindings of every slot.
+func (s *Server) liveIDs(a api) map[string]bool {
+	ids := map[string]bool{}
+	for _, sl := range s.slots {
+		resp, anthr, _ := sl.live.get()
+		live := resp
+		if a == apiMessages {
+			live = anthr
+		}
+		if live.valid {
+			for _, id := range live.ids {
+				ids[id] = true
+			}
+		}
+	}
+	return ids
 }
 
 // prepareLiveTail finds the part of a Messages or Responses request that
@@ -264,13 +273,13 @@ func (p plan) protocol() bool {
 	return false
 }
 
-// plan runs the decision ladder of docs/formats/server.md#decision-ladder (without the disk cache):
-// protocol continuations, token prefix, thinking binding, text prefix,
-// cold.
-func (s *Server) plan(r *request) (plan, error) {
-	live := s.sess.Tokens()
+// plan runs the decision ladder of docs/formats/server.md#decision-ladder (without the disk cache)
+// on slot sl: protocol continuations, token prefix, thinking binding, text
+// prefix, cold. logMiss logs a live miss.
+func (s *Server) plan(sl *slot, r *request, logMiss bool) (plan, error) {
+	live := sl.sess.Tokens()
 	pos := len(live)
-	resp, anthr, think := s.live.get()
+	resp, anthr, think := sl.live.get()
 	// fromLive continues the live tokens with the tokens of text[from:],
 	// a rendering whose client ranges are client.
 	fromLive := func(text string, from int, client []tokenizer.Span, source string) plan {
@@ -322,7 +331,9 @@ func (s *Server) plan(r *request) (plan, error) {
 		if s.tok.PrefixAgrees(live, r.rendered, r.client) {
 			return fromLive(r.rendered, len(s.tok.Decode(live)), r.client, "memory-text"), nil
 		}
-		s.log.Printf("ds4-server: live kv cache miss: %d live tokens, common prefix %d of %d prompt tokens", pos, commonPrefix(live, r.tokens), len(r.tokens))
+		if logMiss {
+			s.log.Printf("ds4-server: live kv cache miss: %d live tokens, common prefix %d of %d prompt tokens%s", pos, commonPrefix(live, r.tokens), len(r.tokens), s.slotName(sl))
+		}
 	}
 	return plan{r.tokens, 0, "cold"}, nil
 }

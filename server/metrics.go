@@ -168,6 +168,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter) {
 		metric(c.name, c.typ, c.help)
 		fmt.Fprintf(&b, "%s %v\n", c.name, c.v)
 	}
+	s.writeSlotMetrics(&b, metric)
 	if s.cfg.Experts != nil {
 		if st, ok := s.cfg.Experts(); ok {
 			writeExpertMetrics(&b, st, m.prefillTokens.Load()+m.completionToks.Load())
@@ -213,4 +214,43 @@ func writeExpertMetrics(b *strings.Builder, st expertcache.Stats, tokens int64) 
 	fmt.Fprintf(b, "# HELP ds4_ssd_read_seconds Latency of one expert's read on a miss.\n# TYPE ds4_ssd_read_seconds summary\n")
 	fmt.Fprintf(b, "ds4_ssd_read_seconds{quantile=\"0.5\"} %v\n", st.ReadP50.Seconds())
 	fmt.Fprintf(b, "ds4_ssd_read_seconds{quantile=\"0.99\"} %v\n", st.ReadP99.Seconds())
+}
+
+// writeSlotMetrics writes the slots' states and live tokens and the
+// scheduler's batch sizes to b.
+func (s *Server) writeSlotMetrics(b *strings.Builder, metric func(name, typ, help string)) {
+	metric("ds4_slots", "gauge", "Slots: live sessions that run one request each at a time (--parallel).")
+	fmt.Fprintf(b, "ds4_slots %d\n", len(s.slots))
+	metric("ds4_slot_state", "gauge", "1 for each slot's state: idle, prefill (bringing its session to a prompt) or decode.")
+	for _, sl := range s.slots {
+		st := sl.state.Load()
+		for i, name := range slotStateNames {
+			v := 0
+			if int32(i) == st {
+				v = 1
+			}
+			fmt.Fprintf(b, "ds4_slot_state{slot=\"%d\",state=%q} %d\n", sl.id, name, v)
+		}
+	}
+	metric("ds4_slot_live_tokens", "gauge", "Tokens each slot's live session holds.")
+	for _, sl := range s.slots {
+		fmt.Fprintf(b, "ds4_slot_live_tokens{slot=\"%d\"} %d\n", sl.id, sl.tokens.Load())
+	}
+	var last int64
+	var chunks int64
+	steps := make([]int64, len(s.slots)+1)
+	if sc := s.sched; sc != nil {
+		last, chunks = sc.lastBatch.Load(), sc.chunks.Load()
+		for i := range sc.steps {
+			steps[i] = sc.steps[i].Load()
+		}
+	}
+	metric("ds4_batch_size", "gauge", "Sequences in the last batched decode step.")
+	fmt.Fprintf(b, "ds4_batch_size %d\n", last)
+	metric("ds4_batch_steps_total", "counter", "Batched decode steps by the number of sequences in them (with more than one slot).")
+	for n := 1; n < len(steps); n++ {
+		fmt.Fprintf(b, "ds4_batch_steps_total{size=\"%d\"} %d\n", n, steps[n])
+	}
+	metric("ds4_prefill_chunks_total", "counter", "Prefill chunks the scheduler evaluated (with more than one slot).")
+	fmt.Fprintf(b, "ds4_prefill_chunks_total %d\n", chunks)
 }

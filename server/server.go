@@ -86,9 +86,24 @@ type ToolStore interface {
 
 // Config configures a Server.
 type Config struct {
-	// Session is the one inference session; the server's worker is its
-	// only user from New on. Required.
+	// Session is the one inference session; the server is its only user
+	// from New on. Required unless Sessions is set.
 	Session Session
+	// Sessions, when set, are the sessions of the server's slots (and
+	// Session is ignored): the server runs up to one request on each at
+	// a time, batching their decode steps (engine.DecodeBatch when every
+	// session is an *engine.Session). They must have the same context
+	// size.
+	Sessions []Session
+	// KVCaches, when set, returns the disk KV cache manager of each slot
+	// (it takes precedence over KVCache): slot is the slot's index, sess
+	// its session and ev what the manager must evaluate the session
+	// through (kvcache.ManagerOptions.Evaluator).
+	KVCaches func(slot int, sess Session, ev engine.Evaluator) KVCache
+	// BatchGrace is how long a decode step waits for the slots that have
+	// not submitted their next token yet once one has; 0 means
+	// DefaultBatchGrace.
+	BatchGrace time.Duration
 	// Tokenizer tokenizes prompts; nil means tokenizer.Default().
 	Tokenizer *tokenizer.Tokenizer
 	// ModelName names the loaded model in /v1/models and logs.
@@ -135,7 +150,8 @@ type Config struct {
 	// disables exact replay.
 	ToolMemoryIDs int
 	// KVCache, when set, brings the session to each prompt through the
-	// disk KV cache (a *kvcache.Manager of Session); the server still runs
+	// disk KV cache (a *kvcache.Manager of Session) when there is one
+	// slot; the server still runs
 	// the protocol continuations of docs/formats/server.md#decision-ladder steps 1–3 and 5 itself.
 	KVCache KVCache
 	// KVStore, when set, supplies the tool-call ids saved with disk
@@ -159,18 +175,16 @@ type Config struct {
 	tokenizeHook func()
 }
 
-// Server serves the OpenAI, Anthropic and Responses APIs over one engine
-// session. Requests are decoded concurrently and run one at a time by a
-// single worker goroutine that owns the session.
+// Server serves the OpenAI, Anthropic and Responses APIs over its engine
+// sessions, the slots. Requests are decoded concurrently, wait in one
+// queue and run on the slot chosen for them, at most one per slot.
 type Server struct {
 	cfg    Config
 	tok    *tokenizer.Tokenizer
-	sess   Session
-	ctx    int // context size
+	ctx    int // context size of every slot
 	eos    int
 	log    *log.Logger
 	tools  *toolMemory
-	live   liveBindings
 	stats  metrics
 	queue  chan *job
 	qmu    sync.RWMutex // guards sends on queue against its closing
@@ -181,8 +195,16 @@ type Server struct {
 	base   context.Context // cancelled by Shutdown
 	stop   context.CancelFunc
 	closed atomic.Bool
-	wg     sync.WaitGroup // the worker
+	wg     sync.WaitGroup // the dispatcher
 	start  time.Time
+
+	slots     []*slot
+	sched     *scheduler // nil with one slot
+	slotsWG   sync.WaitGroup
+	freed     chan struct{} // wakes the dispatcher when a slot is freed
+	smu       sync.Mutex    // guards the slots' choice fields
+	busySlots int
+	useSeq    int64
 
 	maxTokenBytes int           // the longest token's length in bytes
 	large         chan struct{} // large-request slots (a semaphore)
@@ -190,8 +212,13 @@ type Server struct {
 
 // New returns a Server for cfg and starts its worker.
 func New(cfg Config) (*Server, error) {
-	if cfg.Session == nil {
+	if len(cfg.Sessions) == 0 && cfg.Session == nil {
 		return nil, errors.New("server: no session")
+	}
+	for _, sess := range cfg.Sessions {
+		if sess == nil || sess.Context() != cfg.Sessions[0].Context() {
+			return nil, errors.New("server: the slots' sessions must exist and have the same context size")
+		}
 	}
 	if cfg.Tokenizer == nil {
 		t, err := tokenizer.Default()
@@ -226,12 +253,11 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:   cfg,
 		tok:   cfg.Tokenizer,
-		sess:  cfg.Session,
-		ctx:   cfg.Session.Context(),
 		eos:   cfg.Tokenizer.Special(tokenizer.EOS),
 		log:   cfg.Log,
 		queue: make(chan *job, cfg.QueueSize),
 		start: time.Now(),
+		freed: make(chan struct{}, 1),
 
 		maxTokenBytes: max(1, cfg.Tokenizer.MaxTokenBytes()),
 		large:         make(chan struct{}, max(1, cfg.LargeRequests)),
@@ -254,8 +280,14 @@ func New(cfg Config) (*Server, error) {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          cfg.Log,
 	}
+	s.slots = s.newSlots(cfg)
+	s.ctx = s.slots[0].sess.Context()
 	s.wg.Add(1)
-	go s.work()
+	go s.dispatch()
+	s.slotsWG.Add(len(s.slots))
+	for _, sl := range s.slots {
+		go s.runSlot(sl)
+	}
 	return s, nil
 }
 

@@ -17,7 +17,11 @@ func (s *Server) traceRequest(g *gen, res *result) {
 	var b strings.Builder
 	n := g.id[strings.LastIndexByte(g.id, '-')+1:]
 	fmt.Fprintf(&b, "===== request %s %s =====\n", n, time.Now().Format(time.DateTime))
-	fmt.Fprintf(&b, "kind=%s model=%q stream=%v tools=%v think=%s\n", r.api, r.model, r.stream, r.hasTools, r.think)
+	fmt.Fprintf(&b, "kind=%s model=%q stream=%v tools=%v think=%s", r.api, r.model, r.stream, r.hasTools, r.think)
+	if len(s.slots) > 1 {
+		fmt.Fprintf(&b, " slot=%d", g.sl.id)
+	}
+	b.WriteByte('\n')
 	fmt.Fprintf(&b, "prompt_tokens=%d effective_tokens=%d cached_tokens=%d source=%s\n", len(r.tokens), g.prompt, g.cached, g.source)
 	fmt.Fprintf(&b, "sampling: temperature=%g top_k=%d top_p=%g min_p=%g seed=%d max_tokens=%d stops=%q\n",
 		r.sampling.Temperature, r.sampling.TopK, r.sampling.TopP, r.sampling.MinP, r.sampling.Seed, r.maxTokens, r.stops)

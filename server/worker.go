@@ -123,48 +123,6 @@ func (s *Server) wait(j *job) {
 	}
 }
 
-// work is the worker goroutine: it owns the session and runs the queued
-// jobs one at a time.
-func (s *Server) work() {
-	defer s.wg.Done()
-	for j := range s.queue {
-		if !j.state.CompareAndSwap(jobQueued, jobRunning) {
-			continue
-		}
-		s.stats.queued.Add(-1)
-		j.mu.Lock() // wait out a keep-alive in progress
-		j.mu.Unlock()
-		s.stats.busy.Store(true)
-		s.runJob(j)
-		s.stats.busy.Store(false)
-		close(j.done)
-	}
-	if kv := s.cfg.KVCache; kv != nil {
-		if st, ok := kv.Close(); ok {
-			s.log.Printf("ds4-server: saved the live session (%d tokens) to the disk KV cache: %s", st.Tokens, st.Path)
-		}
-	}
-}
-
-// invalidate empties the live session and its bindings after an error.
-func (s *Server) invalidate() {
-	if kv := s.cfg.KVCache; kv != nil {
-		kv.Invalidate()
-	} else {
-		s.sess.Reset()
-	}
-	s.live.clear()
-}
-
-// evaluate evaluates a generated token; checkpoint allows a continued
-// disk checkpoint first.
-func (s *Server) evaluate(tok int, checkpoint bool) error {
-	if kv := s.cfg.KVCache; kv != nil {
-		return kv.Decode(tok, checkpoint)
-	}
-	return s.sess.Decode(tok)
-}
-
 // newRequestID returns a fresh request id, "req_" and 24 hex digits.
 func newRequestID() string { return "req_" + randomHex(12) }
 
@@ -172,12 +130,12 @@ func newRequestID() string { return "req_" + randomHex(12) }
 // The panic and its stack go to the log under the request id; the client
 // gets a generic message naming only that id, as the panic text can hold
 // internals (paths, prompt bytes, tensor shapes).
-func (s *Server) runJob(j *job) {
-	g := &gen{s: s, j: j, r: j.req, pending: -1}
+func (s *Server) runJob(sl *slot, j *job) {
+	g := &gen{s: s, sl: sl, j: j, r: j.req, pending: -1}
 	defer func() {
 		if p := recover(); p != nil {
-			s.log.Printf("ds4-server: request %s: panic: %v\n%s", j.id, p, debug.Stack())
-			s.invalidate()
+			s.log.Printf("ds4-server: request %s%s: panic: %v\n%s", j.id, s.slotName(sl), p, debug.Stack())
+			sl.invalidate()
 			g.fail(&apiError{status: http.StatusInternalServerError, message: "internal error (request id " + j.id + ")", code: "internal_error"})
 		}
 	}()
@@ -194,9 +152,10 @@ func (s *Server) runJob(j *job) {
 
 // gen is the state of one generation.
 type gen struct {
-	s *Server
-	j *job
-	r *request
+	s  *Server
+	sl *slot // the slot it runs on
+	j  *job
+	r  *request
 
 	em       emitter
 	id       string
@@ -258,9 +217,9 @@ func (g *gen) cancelled() string {
 }
 
 func (g *gen) run() {
-	s, r := g.s, g.r
+	s, r, sl := g.s, g.r, g.sl
 	start := time.Now()
-	p, err := s.plan(r)
+	p, err := s.plan(sl, r, true)
 	if err != nil {
 		g.fail(asAPIError(err))
 		return
@@ -268,18 +227,21 @@ func (g *gen) run() {
 	if len(p.tokens) >= s.ctx {
 		p = plan{r.tokens, 0, "cold"}
 	}
+	s.setState(sl, slotPrefill)
 	p, err = g.sync(p)
+	sl.tokens.Store(int64(sl.sess.Pos()))
 	if err != nil {
 		if why := g.cancelled(); why != "" {
 			s.stats.cancelled.Add(1)
-			s.log.Printf("ds4-server: request abandoned during prefill: %s", why)
+			s.log.Printf("ds4-server: request abandoned during prefill%s: %s", s.slotName(sl), why)
 			return
 		}
-		s.invalidate()
+		sl.invalidate()
 		g.fail(&apiError{status: http.StatusInternalServerError, message: err.Error()})
 		return
 	}
-	s.live.clear()
+	sl.live.clear()
+	s.park(sl)
 	g.source = p.source
 	g.prefill = time.Since(start)
 	g.prompt, g.cached = len(p.tokens), p.reuse
@@ -312,24 +274,26 @@ func (g *gen) run() {
 	if r.stream {
 		g.em.begin(g)
 	}
+	s.setState(sl, slotDecode)
 	g.generate()
 	res := g.result()
 	g.setBindings(res)
+	s.setFinishing(sl)
 	if g.j.ctx.Err() == nil {
 		g.em.end(g, res)
 	}
 	if g.pending >= 0 && g.finish != "error" {
-		if err := s.evaluate(g.pending, false); err != nil {
-			s.log.Printf("ds4-server: evaluating the last token: %v", err)
-			s.invalidate()
+		if err := sl.evaluate(g.pending, false); err != nil {
+			s.log.Printf("ds4-server: evaluating the last token%s: %v", s.slotName(sl), err)
+			sl.invalidate()
 		}
 	}
-	if kv := s.cfg.KVCache; kv != nil {
-		resp, _, think := s.live.get()
+	if kv := sl.kv; kv != nil {
+		resp, _, think := sl.live.get()
 		switch {
-		case resp.valid && resp.pos == s.sess.Pos():
+		case resp.valid && resp.pos == sl.sess.Pos():
 			kv.Bind(kvcache.KeyResponsesVisible, []byte(resp.visible))
-		case think.valid && think.pos == s.sess.Pos():
+		case think.valid && think.pos == sl.sess.Pos():
 			kv.Bind(kvcache.KeyThinkingVisible, []byte(think.visible))
 		}
 	}
@@ -360,7 +324,7 @@ func (g *gen) sync(p plan) (plan, error) {
 	if err := progress(0, 1); err != nil {
 		return p, err
 	}
-	if kv := g.s.cfg.KVCache; kv != nil {
+	if kv := g.sl.kv; kv != nil {
 		req := kvcache.Request{Text: g.r.rendered, Client: g.r.client, Tokens: g.r.tokens, Progress: progress, Layer: keepAlive}
 		if p.protocol() {
 			req.Tokens = p.tokens
@@ -374,12 +338,12 @@ func (g *gen) sync(p plan) (plan, error) {
 		}
 		return plan{res.Prompt, res.Reused, p.source}, nil
 	}
-	sess := g.s.sess
+	sess := g.sl.sess
 	if p.reuse == 0 && sess.Pos() > 0 {
 		sess.Reset()
 	}
 	total := len(p.tokens)
-	err := engine.PrefillChunks(g.j.ctx, sess, p.tokens[p.reuse:], engine.PrefillOptions{
+	err := engine.PrefillChunks(g.j.ctx, g.sl.ev, p.tokens[p.reuse:], engine.PrefillOptions{
 		Chunk:      g.s.cfg.PrefillChunk,
 		Progress:   keepAlive,
 		AfterChunk: func(pos int) error { return progress(pos, total) },
@@ -414,7 +378,7 @@ func (g *gen) generate() {
 		cancel()
 	}
 	var evalErr error
-	res, _ := engine.Generate(ctx, s.sess, engine.GenerateOptions{
+	res, _ := engine.Generate(ctx, g.sl.ev, engine.GenerateOptions{
 		MaxTokens: limit,
 		EOS:       s.eos,
 		Choose: func(logits []float32, n int) int {
@@ -429,7 +393,7 @@ func (g *gen) generate() {
 			return stop
 		},
 		Evaluate: func(tok int) error {
-			evalErr = s.evaluate(tok, g.tracker == nil || !g.tracker.Opened() && !g.tracker.State().InBlock())
+			evalErr = g.sl.evaluate(tok, g.tracker == nil || !g.tracker.Opened() && !g.tracker.State().InBlock())
 			return evalErr
 		},
 	})
@@ -511,7 +475,7 @@ func (g *gen) tokenLimit() int {
 	if limit < 0 {
 		limit = g.s.cfg.DefaultMaxTokens
 	}
-	return min(limit, g.s.ctx-g.s.sess.Pos())
+	return min(limit, g.s.ctx-g.sl.sess.Pos())
 }
 
 // recordLogprobs records the logprob of tok and the top alternatives
@@ -662,7 +626,7 @@ func (g *gen) setBindings(res *result) {
 	r := g.r
 	var resp, anthr, think binding
 	ok := g.finish != "error" && g.finish != "length" && g.stopHit == "" && res.parseErr == nil
-	pos := g.s.sess.Pos()
+	pos := g.sl.sess.Pos()
 	if g.pending >= 0 {
 		pos++
 	}
@@ -694,5 +658,5 @@ func (g *gen) setBindings(res *result) {
 			think = binding{valid: true, pos: pos, visible: strings.TrimSuffix(r.rendered, prompt.ThinkOpen) + prompt.ThinkClose + res.Content}
 		}
 	}
-	g.s.live.set(resp, anthr, think)
+	g.sl.live.set(resp, anthr, think)
 }
