@@ -88,6 +88,7 @@ session to the disk KV cache; a second one exits at once.`,
 type options struct {
 	model, host, trace, chdir, apiKey, kvDir string
 	ctx, tokens, threads, port, queue        int
+	parallel                                 int
 	maxConns                                 int
 	kvSpaceMB, toolIDs, maxBodyMB            int
 	kvPolicy                                 kvcache.Policy
@@ -105,6 +106,9 @@ func (o *options) flagSet() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("ds4-server", pflag.ContinueOnError)
 	fs.StringVarP(&o.model, "model", "m", "", cli.ModelUsage)
 	fs.IntVarP(&o.ctx, "ctx", "c", 32768, "context size in tokens, allocated at start-up")
+	fs.IntVar(&o.parallel, "parallel", 1, "slots: requests served at once, each on its own session of --ctx tokens, their decode steps batched (also -np)")
+	fs.IntVar(&o.parallel, "np", 1, "same as --parallel")
+	fs.MarkHidden("np")
 	fs.IntVarP(&o.tokens, "tokens", "n", server.DefaultMaxTokens, "default maximum output tokens when a request sets none")
 	fs.IntVarP(&o.threads, "threads", "t", 0, cli.ThreadsUsage)
 	fs.StringVar(&o.chdir, "chdir", "", "change to DIR before loading")
@@ -189,6 +193,7 @@ func (o *options) check(fs *pflag.FlagSet, stderr io.Writer) error {
 		want string
 	}{
 		{"tokens", o.tokens <= 0, "must be at least 1"},
+		{"parallel", o.parallel <= 0, "must be at least 1"},
 		{"port", o.port < 0 || o.port > 65535, "must be in [0, 65535]"},
 		{"kv-disk-space-mb", o.kvSpaceMB <= 0, "must be at least 1"},
 		{"kv-cache-min-tokens", o.kvPolicy.MinTokens <= 0, "must be at least 1"},
@@ -242,9 +247,11 @@ func serve(o *options, stderr io.Writer, hooks *testHooks) error {
 	if err != nil {
 		return err
 	}
-	sess, err := engine.NewSession(m, be, engine.Options{Context: o.ctx, Steering: steer})
-	if err != nil {
-		return err
+	sessions := make([]*engine.Session, o.parallel)
+	for i := range sessions {
+		if sessions[i], err = engine.NewSession(m, be, engine.Options{Context: o.ctx, Steering: steer}); err != nil {
+			return err
+		}
 	}
 	var trace io.Writer
 	if o.trace != "" {
@@ -256,7 +263,7 @@ func serve(o *options, stderr io.Writer, hooks *testHooks) error {
 		trace = f
 	}
 	id, _ := server.Identify(m.Params)
-	l := &loaded{m: m, tok: tok, sess: sess, name: name, id: id, tiny: tiny}
+	l := &loaded{m: m, tok: tok, sessions: sessions, name: name, id: id, tiny: tiny}
 	srv, err := newServer(o, l, trace, logger, stderr)
 	if err != nil {
 		return err
@@ -278,15 +285,15 @@ func (o *options) prepare() error {
 	return checkPaths(o)
 }
 
-// loaded is what the server serves: the model, its tokenizer and session,
-// and the model's name for the log and /v1/models.
+// loaded is what the server serves: the model, its tokenizer and the
+// slots' sessions, and the model's name for the log and /v1/models.
 type loaded struct {
-	m    *engine.Model
-	tok  *tokenizer.Tokenizer
-	sess *engine.Session
-	name string
-	id   string // the model's id in /v1/models (server.Identify)
-	tiny bool   // the built-in tiny model
+	m        *engine.Model
+	tok      *tokenizer.Tokenizer
+	sessions []*engine.Session
+	name     string
+	id       string // the model's id in /v1/models (server.Identify)
+	tiny     bool   // the built-in tiny model
 }
 
 // openModel opens the model of -m with cli.OpenModel, checks --ctx against
@@ -310,7 +317,7 @@ func openModel(o *options, stderr io.Writer) (m *engine.Model, name string, tiny
 	if max := m.Params.ContextLength; max > 0 && o.ctx > max {
 		return nil, "", false, cli.Usage(fmt.Errorf("--ctx %d: must be at most %d, the context length of %s", o.ctx, max, name))
 	}
-	if _, err := o.ssd.StartStreaming(m, opened, cli.StreamSetup{Context: o.ctx, Sessions: 1}, "ds4-server", stderr); err != nil {
+	if _, err := o.ssd.StartStreaming(m, opened, cli.StreamSetup{Context: o.ctx, Sessions: o.parallel}, "ds4-server", stderr); err != nil {
 		return nil, "", false, err
 	}
 	if o.warm {
@@ -328,7 +335,7 @@ func newServer(o *options, l *loaded, trace io.Writer, logger *log.Logger, stder
 	}
 	var srv *server.Server
 	cfg := server.Config{
-		Session:          l.sess,
+		Sessions:         sessionsOf(l.sessions),
 		Tokenizer:        l.tok,
 		ModelName:        l.name,
 		ModelID:          l.id,
@@ -348,11 +355,11 @@ func newServer(o *options, l *loaded, trace io.Writer, logger *log.Logger, stder
 		Experts:          func() (expertcache.Stats, bool) { return cli.ExpertStats(l.m) },
 	}
 	if o.kvDir != "" {
-		store, mgr, err := openKVCache(o, l.m, l.tok, l.sess, stderr, func(key []byte) []kvcache.ToolEntry { return srv.ToolEntries(key) })
+		store, managers, err := openKVCache(o, l, stderr, func(key []byte) []kvcache.ToolEntry { return srv.ToolEntries(key) })
 		if err != nil {
 			logger.Printf("ds4-server: disk KV cache disabled: %v", err)
 		} else {
-			cfg.KVCache = mgr
+			cfg.KVCaches = managers
 			if !o.noReplay {
 				cfg.KVStore = store
 			}
@@ -376,7 +383,7 @@ func listenAndServe(srv *server.Server, o *options, l *loaded, logger *log.Logge
 	if l.tiny {
 		what = "the embedded tiny model (random weights, gibberish output: no -m given and no ./" + defaultModel + ")"
 	}
-	logger.Printf("ds4-server: serving %s, context %d tokens, ~%d MiB of KV state", what, o.ctx, kvEstimateMiB(l.m, o.ctx))
+	logMemory(logger, what, o, l.m)
 	logger.Printf("ds4-server: listening on http://%s", ln.Addr())
 	if hooks != nil && hooks.ready != nil {
 		hooks.ready <- ln.Addr().String()
@@ -406,6 +413,20 @@ func listenAndServe(srv *server.Server, o *options, l *loaded, logger *log.Logge
 	return <-errc
 }
 
+// logMemory logs what is served and the memory the slots take beyond the
+// weights: their KV state and prefill scratch buffers.
+func logMemory(logger *log.Logger, what string, o *options, m *engine.Model) {
+	if o.parallel == 1 {
+		logger.Printf("ds4-server: serving %s, context %d tokens, ~%d MiB of KV state", what, o.ctx, kvEstimateMiB(m, o.ctx))
+		return
+	}
+	ctxBytes, _, _ := engine.ContextMemory(m.Params, o.ctx)
+	scratch := engine.ScratchMemory(m.Params, min(engine.PrefillChunk, o.ctx))
+	n := int64(o.parallel)
+	logger.Printf("ds4-server: serving %s, %d slots of %d tokens: ~%d MiB of KV state and ~%d MiB of scratch buffers, ~%d MiB in all beyond the weights",
+		what, o.parallel, o.ctx, n*ctxBytes>>20, n*scratch>>20, n*(ctxBytes+scratch)>>20)
+}
+
 // checkPaths checks the files the flags name before anything is loaded.
 func checkPaths(o *options) error {
 	if err := cli.InputFile("model", o.model); err != nil {
@@ -430,9 +451,20 @@ func upstreamFlags() [][]cli.Upstream {
 	return [][]cli.Upstream{cli.Backends(), cli.Tuning(), cli.MTP()}
 }
 
-// openKVCache opens the disk KV cache and its manager of sess.
-func openKVCache(o *options, m *engine.Model, tok *tokenizer.Tokenizer, sess *engine.Session, stderr io.Writer,
-	tools func(key []byte) []kvcache.ToolEntry) (*kvcache.Cache, *kvcache.Manager, error) {
+// sessionsOf returns the sessions as the server's Session interface.
+func sessionsOf(sessions []*engine.Session) []server.Session {
+	out := make([]server.Session, len(sessions))
+	for i, s := range sessions {
+		out[i] = s
+	}
+	return out
+}
+
+// openKVCache opens the disk KV cache and returns it with the function
+// that makes each slot's manager over it.
+func openKVCache(o *options, l *loaded, stderr io.Writer, tools func(key []byte) []kvcache.ToolEntry) (
+	*kvcache.Cache, func(int, server.Session, engine.Evaluator) server.KVCache, error) {
+	m, tok := l.m, l.tok
 	slogger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	bits := 2
 	if m.Recipe.GateUp == quant.Q4_K {
@@ -455,11 +487,17 @@ func openKVCache(o *options, m *engine.Model, tok *tokenizer.Tokenizer, sess *en
 	if err != nil {
 		return nil, nil, err
 	}
-	mo := kvcache.ManagerOptions{Cache: store, Tokenizer: tok, Policy: o.kvPolicy, Logger: slogger}
-	if !o.noReplay {
-		mo.Tools = tools
+	managers := func(slot int, _ server.Session, ev engine.Evaluator) server.KVCache {
+		mo := kvcache.ManagerOptions{Cache: store, Tokenizer: tok, Policy: o.kvPolicy, Logger: slogger, Evaluator: ev}
+		if o.parallel > 1 {
+			mo.Logger = slogger.With("slot", slot)
+		}
+		if !o.noReplay {
+			mo.Tools = tools
+		}
+		return kvcache.NewManager(l.sessions[slot], mo)
 	}
-	return store, kvcache.NewManager(sess, mo), nil
+	return store, managers, nil
 }
 
 // loadSteering reads the steering direction when a scale is non-zero.

@@ -50,6 +50,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--port", "70000"}, 2, "--port 70000: must be in [0, 65535]"},
 		{[]string{"--read-timeout", "0s"}, 2, "--read-timeout 0s: must be positive"},
 		{[]string{"--max-connections", "0"}, 2, "--max-connections 0: must be at least 1"},
+		{[]string{"--parallel", "0"}, 2, "--parallel 0: must be at least 1"},
+		{[]string{"-np", "-1"}, 2, "must be at least 1"},
 		{[]string{"--host", "0.0.0.0", "--port", "0"}, 2, "--host 0.0.0.0: listening on \"0.0.0.0\" needs an API key"},
 		{[]string{"--dir-steering-ffn", "1"}, 2, "needs --dir-steering-file"},
 		{[]string{"--dir-steering-attn", "-0.5"}, 2, "needs --dir-steering-file"},
@@ -116,6 +118,54 @@ func TestServeTinyModel(t *testing.T) {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
 		}
+	}
+}
+
+// TestServeParallel serves the tiny model with two slots (upstream's
+// -np spelling) and a disk KV cache: the start-up log gives the slots'
+// memory and /metrics lists both slots.
+func TestServeParallel(t *testing.T) {
+	t.Chdir(t.TempDir())
+	ready := make(chan string, 1)
+	stop := make(chan struct{})
+	var stderr syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run([]string{"--port", "0", "--ctx", "512", "-np", "2", "--kv-disk-dir", "kv"}, &stderr, &stderr, &testHooks{ready: ready, stop: stop})
+	}()
+	var addr string
+	select {
+	case addr = <-ready:
+	case c := <-code:
+		t.Fatalf("exited with %d: %s", c, stderr.String())
+	case <-time.After(time.Minute):
+		t.Fatal("server did not start")
+	}
+	resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"completion_tokens":2`) {
+		t.Errorf("chat %d %s", resp.StatusCode, b)
+	}
+	resp, err = http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), "ds4_slots 2\n") {
+		t.Errorf("metrics lack ds4_slots 2:\n%s", b)
+	}
+	close(stop)
+	if c := <-code; c != 0 {
+		t.Errorf("exit %d", c)
+	}
+	if log := stderr.String(); !strings.Contains(log, "2 slots of 512 tokens") {
+		t.Errorf("log lacks the slots' memory:\n%s", log)
 	}
 }
 
