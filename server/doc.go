@@ -17,9 +17,16 @@
 // # Execution
 //
 // Requests are decoded, rendered and tokenized concurrently by the HTTP
-// handlers; inference is serialized through one worker goroutine that owns
-// the engine session and takes jobs from a bounded queue (429 when full,
-// 503 while shutting down). Every job carries its request's context, so a
+// handlers and wait in a bounded queue (429 when full, 503 while shutting
+// down) for a slot: a live session with its own disk KV cache manager and
+// live protocol bindings (Config.Session, or Config.Sessions for several).
+// A dispatcher gives each request the free slot whose live state it
+// continues furthest, else an empty one, else the least recently used; each
+// slot runs its request in its own goroutine. With several slots a
+// scheduler owns the engine and runs one prefill chunk or one batched
+// decode step (engine.DecodeBatch) at a time, alternating, and a synced
+// prompt is parked in a free slot so that the same prompt sent again is
+// served from memory (docs/server.md#parallel-slots). Every job carries its request's context, so a
 // client that disconnects stops its generation before the next token and
 // a queued request whose client left is dropped. Streaming requests get
 // SSE comment lines while they wait in the queue or in a long prefill.
@@ -106,6 +113,9 @@
 // # Deviations from upstream
 //
 // Deliberate, for clients that must work unchanged:
+//   - --parallel N (-np N) serves N requests at once on N slots with
+//     batched decode steps, prompts parked in free slots and slot
+//     metrics (docs/server.md#parallel-slots); upstream has one session;
 //   - unknown model ids get 404 (model_not_found) unless
 //     Config.AcceptAnyModel is set;
 //   - /v1/models lists both ids, the loaded model's (Config.ModelID:
