@@ -2,7 +2,10 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -13,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
@@ -456,5 +460,144 @@ func TestSDKParallelSlots(t *testing.T) {
 	t.Logf("%d SDK tests passed with 4 slots", passed)
 	if passed < 10 {
 		t.Errorf("only %d SDK tests passed with 4 slots:\n%s", passed, out)
+	}
+}
+
+// TestSlotsToolContinuation answers an Anthropic tool call after another
+// conversation ran in between: with two slots the tool result continues
+// the slot that made the call; with one the live turn is gone (400).
+func TestSlotsToolContinuation(t *testing.T) {
+	for _, tc := range []struct {
+		slots  int
+		status int
+	}{{1, 400}, {2, 200}} {
+		t.Run(fmt.Sprintf("slots=%d", tc.slots), func(t *testing.T) {
+			a := newScriptSession(t, 8192, "I should call the tool.</think>"+weatherScript)
+			sessions := []*scriptSession{a}
+			if tc.slots == 2 {
+				b := newScriptSession(t, 8192, "</think>Other.")
+				sessions = append(sessions, b)
+				a.push("Sunny.</think>It is sunny.")
+			} else {
+				a.push("</think>Other.", "Sunny.</think>It is sunny.")
+			}
+			ts := scriptSlots(t, nil, sessions...)
+			c := anthropicClient(ts)
+			ctx := context.Background()
+			params := anthropic.MessageNewParams{
+				Model:     "deepseek-v4-flash",
+				MaxTokens: 200,
+				Messages:  []anthropic.MessageParam{userText("Weather in Rome?")},
+				Tools:     []anthropic.ToolUnionParam{weatherToolParam()},
+			}
+			msg, err := c.Messages.New(ctx, params)
+			if err != nil || msg.StopReason != anthropic.StopReasonToolUse {
+				t.Fatalf("tool call: %v %s", err, msg.RawJSON())
+			}
+			other, err := c.Messages.New(ctx, anthropic.MessageNewParams{Model: "deepseek-v4-flash", MaxTokens: 50,
+				Messages: []anthropic.MessageParam{userText("Something else")}})
+			if err != nil || len(other.Content) == 0 || other.Content[len(other.Content)-1].Text != "Other." {
+				t.Fatalf("other conversation: %v %s", err, other.RawJSON())
+			}
+			use := msg.Content[1]
+			params.Messages = []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewToolResultBlock(use.ID, "21 C", false))}
+			msg2, err := c.Messages.New(ctx, params)
+			var apiErr *anthropic.Error
+			switch {
+			case tc.status == 200 && err != nil:
+				t.Fatalf("tool result: %v", err)
+			case tc.status == 200:
+				if len(msg2.Content) != 2 || msg2.Content[1].Text != "It is sunny." || msg2.Usage.CacheReadInputTokens == 0 {
+					t.Errorf("tool result answered %s", msg2.RawJSON())
+				}
+			case !errors.As(err, &apiErr) || apiErr.StatusCode != tc.status:
+				t.Errorf("tool result: %v, want status %d", err, tc.status)
+			}
+		})
+	}
+}
+
+// eventLog records evaluations in the order the scheduler ran them.
+type eventLog struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (l *eventLog) add(c byte) {
+	l.mu.Lock()
+	l.b = append(l.b, c)
+	l.mu.Unlock()
+}
+
+func (l *eventLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.b)
+}
+
+// recordingSession is a script session that logs its prefill calls and
+// decodes as the given bytes.
+type recordingSession struct {
+	*scriptSession
+	log             *eventLog
+	prefill, decode byte
+}
+
+func (r recordingSession) Prefill(tokens []int) error {
+	r.log.add(r.prefill)
+	return r.scriptSession.Prefill(tokens)
+}
+
+func (r recordingSession) Decode(token int) error {
+	r.log.add(r.decode)
+	return r.scriptSession.Decode(token)
+}
+
+// TestSlotsPrefillInterleaves prefills a long prompt in chunks on one
+// slot while another streams: the stream gets a decode step between every
+// two chunks, so it never stalls for more than one. (The grace period is
+// long, so the stream's decode is never late for its turn.)
+func TestSlotsPrefillInterleaves(t *testing.T) {
+	a := newScriptSession(t, 8192, slices.Repeat([]string{"tick"}, 20)...)
+	a.loop = true
+	b := newScriptSession(t, 8192, slices.Repeat([]string{"done"}, 100)...)
+	b.slowP = 2 * time.Millisecond
+	var events eventLog
+	ra, rb := recordingSession{a, &events, 'A', 'd'}, recordingSession{b, &events, 'p', 'D'}
+	ts := startServer(t, Config{Tokenizer: a.tok, PrefillChunk: 4, Sessions: []Session{ra, rb}, BatchGrace: time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	streamDone := make(chan struct{})
+	go func() {
+		defer close(streamDone)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/v1/chat/completions",
+			strings.NewReader(`{"messages":[{"role":"user","content":"stream"}],"max_tokens":8000,"think":false}`))
+		req.Header.Set("Content-Type", "application/json")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	for a.decodes.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	status, _, body := post(t, ts.url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"`+strings.Repeat("a long prompt ", 30)+`"}],"max_tokens":3,"think":false}`)
+	if status != 200 {
+		t.Fatalf("long prompt: %d %s", status, body)
+	}
+	cancel()
+	<-streamDone
+	log := events.String()
+	first, last := strings.IndexByte(log, 'p'), strings.LastIndexByte(log, 'p')
+	seg := strings.Map(func(r rune) rune {
+		if r == 'p' || r == 'd' {
+			return r
+		}
+		return -1
+	}, log[first:last+1])
+	chunks := strings.Count(seg, "p")
+	t.Logf("%d prefill chunks, %d decode steps of the stream between the first and the last", chunks, strings.Count(seg, "d"))
+	if chunks < 10 || strings.Contains(seg, "pp") {
+		t.Errorf("the stream stalled for two chunks or more: %s", seg)
 	}
 }
