@@ -601,3 +601,15 @@ func TestSlotsPrefillInterleaves(t *testing.T) {
 		t.Errorf("the stream stalled for two chunks or more: %s", seg)
 	}
 }
+
+// TestSlotsTraceNamesSlot checks that with several slots the trace names
+// the slot each request ran on.
+func TestSlotsTraceNamesSlot(t *testing.T) {
+	var trace strings.Builder
+	ts := tinySlots(t, 1024, 2, func(c *Config) { c.Trace = &trace })
+	complete(t, ts, "Count:", 2)
+	waitIdle(t, ts.Server)
+	if !regexp.MustCompile(`(?m)^kind=completions .* slot=0$`).MatchString(trace.String()) {
+		t.Errorf("trace does not name the slot:\n%s", trace.String())
+	}
+}
