@@ -613,3 +613,52 @@ func TestSlotsTraceNamesSlot(t *testing.T) {
 		t.Errorf("trace does not name the slot:\n%s", trace.String())
 	}
 }
+
+// TestSlotsShutdown shuts a two-slot server down while both slots
+// stream: both generations stop and each slot's session is saved to the
+// disk KV cache.
+func TestSlotsShutdown(t *testing.T) {
+	tok := testTokenizer(t)
+	policy := kvcache.Policy{MinTokens: 8}
+	store, err := kvcache.Open(kvcache.Options{Dir: t.TempDir(), QuantBits: 2, Policy: policy, Detokenize: tok.Decode, Budget: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := tinySessions(t, 2048, 2)
+	mgrs := make([]*kvcache.Manager, 2)
+	ts := startServer(t, Config{
+		Sessions:  []Session{sessions[0], sessions[1]},
+		Tokenizer: tok,
+		KVCaches: func(slot int, sess Session, ev engine.Evaluator) KVCache {
+			mgrs[slot] = kvcache.NewManager(sessions[slot], kvcache.ManagerOptions{Cache: store, Tokenizer: tok, Policy: policy, Evaluator: ev})
+			return mgrs[slot]
+		},
+	})
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := openaiClient(ts)
+			c.Completions.New(context.Background(), greedyParams(t, "Stream "+strconv.Itoa(i), 1500), noThinking)
+		}()
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for ts.sched.steps[2].Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the two streams never decoded together")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ts.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i, m := range mgrs {
+		if n := m.Stats().Saves["shutdown"]; n != 1 {
+			t.Errorf("slot %d: %d shutdown saves", i, n)
+		}
+	}
+}
