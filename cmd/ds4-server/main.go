@@ -413,8 +413,9 @@ func listenAndServe(srv *server.Server, o *options, l *loaded, logger *log.Logge
 	return <-errc
 }
 
-// logMemory logs what is served and the memory the slots take beyond the
-// weights: their KV state and prefill scratch buffers.
+// logMemory logs what is served and, with several slots, the memory they
+// take: their KV state and prefill scratch buffers, and the total with the
+// weights the forward passes read.
 func logMemory(logger *log.Logger, what string, o *options, m *engine.Model) {
 	if o.parallel == 1 {
 		logger.Printf("ds4-server: serving %s, context %d tokens, ~%d MiB of KV state", what, o.ctx, kvEstimateMiB(m, o.ctx))
@@ -422,9 +423,13 @@ func logMemory(logger *log.Logger, what string, o *options, m *engine.Model) {
 	}
 	ctxBytes, _, _ := engine.ContextMemory(m.Params, o.ctx)
 	scratch := engine.ScratchMemory(m.Params, min(engine.PrefillChunk, o.ctx))
+	var weights int64
+	for _, b := range m.ResidentData() {
+		weights += int64(len(b))
+	}
 	n := int64(o.parallel)
-	logger.Printf("ds4-server: serving %s, %d slots of %d tokens: ~%d MiB of KV state and ~%d MiB of scratch buffers, ~%d MiB in all beyond the weights",
-		what, o.parallel, o.ctx, n*ctxBytes>>20, n*scratch>>20, n*(ctxBytes+scratch)>>20)
+	logger.Printf("ds4-server: serving %s, %d slots of %d tokens: ~%d MiB of KV state and ~%d MiB of scratch buffers, ~%d MiB in all with the %d MiB of weights the passes read",
+		what, o.parallel, o.ctx, n*ctxBytes>>20, n*scratch>>20, (n*(ctxBytes+scratch)+weights)>>20, weights>>20)
 }
 
 // checkPaths checks the files the flags name before anything is loaded.

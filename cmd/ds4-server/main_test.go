@@ -164,7 +164,7 @@ func TestServeParallel(t *testing.T) {
 	if c := <-code; c != 0 {
 		t.Errorf("exit %d", c)
 	}
-	if log := stderr.String(); !strings.Contains(log, "2 slots of 512 tokens") {
+	if log := stderr.String(); !strings.Contains(log, "2 slots of 512 tokens") || !strings.Contains(log, "MiB in all with the") {
 		t.Errorf("log lacks the slots' memory:\n%s", log)
 	}
 }
