@@ -35,6 +35,7 @@ type slot struct {
 	// Guarded by Server.smu.
 	busy      bool  // running a request, or reserved for a parked prompt
 	finishing bool  // its response is complete; it is only tidying up
+	prompt    []int // while finishing: the prompt of its request
 	parked    bool  // holds a parked prompt, not a conversation
 	used      int64 // when it last ran a request, in Server.useSeq ticks
 }
@@ -120,6 +121,7 @@ func (s *Server) dispatch() {
 		s.stats.queued.Add(-1)
 		j.mu.Lock() // wait out a keep-alive in progress
 		j.mu.Unlock()
+		s.waitFinishing(j.req)
 		sl := s.choose(j.req)
 		sl.jobs <- j
 	}
@@ -140,20 +142,41 @@ func (s *Server) dispatch() {
 	}
 }
 
-// waitFree waits until a slot is free and no slot is finishing a
-// response (the client may be about to continue it there); it returns
-// false when the server is shut down and the queue drained.
+// waitFree waits until a slot is free.
 func (s *Server) waitFree() bool {
 	for {
 		s.smu.Lock()
-		free, finishing := false, false
+		free := false
 		for _, sl := range s.slots {
 			free = free || !sl.busy
-			finishing = finishing || sl.finishing
 		}
 		s.smu.Unlock()
-		if free && !finishing {
+		if free {
 			return true
+		}
+		<-s.freed
+	}
+}
+
+// waitFinishing waits while a slot is finishing a response (its reply is
+// sent; it evaluates the last token) whose prompt shares more tokens with
+// r than any free slot's live tokens do: r is likely the client's next
+// turn, which that slot will hold in a moment.
+func (s *Server) waitFinishing(r *request) {
+	for {
+		s.smu.Lock()
+		best, wait := 0, false
+		for _, sl := range s.slots {
+			if !sl.busy {
+				best = max(best, commonPrefix(sl.sess.Tokens(), r.tokens))
+			}
+		}
+		for _, sl := range s.slots {
+			wait = wait || sl.finishing && commonPrefix(sl.prompt, r.tokens) > best
+		}
+		s.smu.Unlock()
+		if !wait {
+			return
 		}
 		<-s.freed
 	}
@@ -202,7 +225,7 @@ func (s *Server) choose(r *request) *slot {
 // release marks sl free after a request.
 func (s *Server) release(sl *slot) {
 	s.smu.Lock()
-	sl.busy, sl.finishing = false, false
+	sl.busy, sl.finishing, sl.prompt = false, false, nil
 	s.useSeq++
 	sl.used = s.useSeq
 	s.busySlots--
@@ -219,10 +242,11 @@ func (s *Server) signalFree() {
 	}
 }
 
-// setFinishing records that sl's response is complete.
-func (s *Server) setFinishing(sl *slot) {
+// setFinishing records that sl's response to the request of prompt is
+// about to be complete.
+func (s *Server) setFinishing(sl *slot, prompt []int) {
 	s.smu.Lock()
-	sl.finishing = true
+	sl.finishing, sl.prompt = true, prompt
 	s.smu.Unlock()
 }
 

@@ -163,7 +163,8 @@ type gen struct {
 	thinking bool
 	source   string
 
-	prompt, cached int // usage: effective prompt tokens, reused tokens
+	prompt, cached int   // usage: effective prompt tokens, reused tokens
+	promptTokens   []int // the effective prompt
 	completion     int
 
 	raw     []byte
@@ -242,7 +243,7 @@ func (g *gen) run() {
 	}
 	sl.live.clear()
 	s.park(sl)
-	g.source = p.source
+	g.source, g.promptTokens = p.source, p.tokens
 	g.prefill = time.Since(start)
 	g.prompt, g.cached = len(p.tokens), p.reuse
 	s.stats.prefilled(len(p.tokens)-p.reuse, g.prefill, p.reuse, p.source)
@@ -278,7 +279,7 @@ func (g *gen) run() {
 	g.generate()
 	res := g.result()
 	g.setBindings(res)
-	s.setFinishing(sl)
+	s.setFinishing(sl, g.promptTokens)
 	if g.j.ctx.Err() == nil {
 		g.em.end(g, res)
 	}
