@@ -110,7 +110,8 @@ func (s *Server) newSlots(cfg Config) []*slot {
 // the next queued job and gives it to the slot chosen for it.
 func (s *Server) dispatch() {
 	defer s.wg.Done()
-	for s.waitFree() {
+	for {
+		s.waitFree()
 		j, ok := <-s.queue
 		if !ok {
 			break
@@ -123,6 +124,10 @@ func (s *Server) dispatch() {
 		j.mu.Unlock()
 		s.waitFinishing(j.req)
 		sl := s.choose(j.req)
+		for sl == nil { // a slot parking a prompt took the free one
+			s.waitFree()
+			sl = s.choose(j.req)
+		}
 		sl.jobs <- j
 	}
 	for _, sl := range s.slots {
@@ -143,7 +148,7 @@ func (s *Server) dispatch() {
 }
 
 // waitFree waits until a slot is free.
-func (s *Server) waitFree() bool {
+func (s *Server) waitFree() {
 	for {
 		s.smu.Lock()
 		free := false
@@ -152,7 +157,7 @@ func (s *Server) waitFree() bool {
 		}
 		s.smu.Unlock()
 		if free {
-			return true
+			return
 		}
 		<-s.freed
 	}
@@ -185,7 +190,7 @@ func (s *Server) waitFinishing(r *request) {
 // choose picks the slot for r among the free ones and marks it busy: the
 // slot whose live state the request continues with the most tokens, else
 // an empty slot, else the least recently used one (whose disk KV cache
-// manager saves it to disk before it is replaced).
+// manager saves it to disk before it is replaced); nil when none is free.
 func (s *Server) choose(r *request) *slot {
 	s.smu.Lock()
 	defer s.smu.Unlock()
@@ -215,6 +220,9 @@ func (s *Server) choose(r *request) *slot {
 				best = sl
 			}
 		}
+	}
+	if best == nil {
+		return nil
 	}
 	best.busy, best.parked = true, false
 	s.busySlots++
