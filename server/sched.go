@@ -88,9 +88,10 @@ func (sc *scheduler) signal() {
 	}
 }
 
-// submit queues r and waits until the scheduler has evaluated it.
+// submit queues r, whose done channel has room for one error, and waits
+// until the scheduler has evaluated it.
 func (sc *scheduler) submit(r *evalReq) error {
-	r.at, r.done = time.Now(), make(chan error, 1)
+	r.at = time.Now()
 	sc.mu.Lock()
 	if sc.closed {
 		sc.mu.Unlock()
@@ -268,10 +269,17 @@ func (sc *scheduler) decode() {
 
 // slotEvaluator is a slot's engine.Evaluator when the server has several
 // slots: it submits the slot's prefill chunks and decoded tokens to the
-// scheduler and waits for them.
+// scheduler and waits for them. A slot has one evaluation in flight at a
+// time, so one request record serves them all.
 type slotEvaluator struct {
-	sl *slot
-	sc *scheduler
+	sl  *slot
+	sc  *scheduler
+	req evalReq
+}
+
+// newSlotEvaluator returns the evaluator of sl through sc.
+func newSlotEvaluator(sl *slot, sc *scheduler) *slotEvaluator {
+	return &slotEvaluator{sl: sl, sc: sc, req: evalReq{sl: sl, done: make(chan error, 1)}}
 }
 
 func (e *slotEvaluator) Context() int          { return e.sl.sess.Context() }
@@ -284,9 +292,13 @@ func (e *slotEvaluator) Prefill(tokens []int) error {
 	if len(tokens) == 0 {
 		return nil
 	}
-	return e.sc.submit(&evalReq{sl: e.sl, tokens: tokens})
+	e.req.decode, e.req.tokens = false, tokens
+	err := e.sc.submit(&e.req)
+	e.req.tokens = nil
+	return err
 }
 
 func (e *slotEvaluator) Decode(token int) error {
-	return e.sc.submit(&evalReq{sl: e.sl, decode: true, token: token})
+	e.req.decode, e.req.token = true, token
+	return e.sc.submit(&e.req)
 }

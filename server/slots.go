@@ -92,7 +92,7 @@ func (s *Server) newSlots(cfg Config) []*slot {
 	if len(slots) > 1 {
 		s.sched = newScheduler(slots, cfg.BatchGrace)
 		for _, sl := range slots {
-			sl.ev = &slotEvaluator{sl: sl, sc: s.sched}
+			sl.ev = newSlotEvaluator(sl, s.sched)
 		}
 	}
 	for _, sl := range slots {
