@@ -536,11 +536,18 @@ func (l *eventLog) String() string {
 }
 
 // recordingSession is a script session that logs its prefill calls and
-// decodes as the given bytes.
+// decodes as the given bytes; its logits take slowLogits to read (the
+// slot's own work between two tokens).
 type recordingSession struct {
 	*scriptSession
 	log             *eventLog
 	prefill, decode byte
+	slowLogits      time.Duration
+}
+
+func (r recordingSession) Logits() []float32 {
+	time.Sleep(r.slowLogits)
+	return r.scriptSession.Logits()
 }
 
 func (r recordingSession) Prefill(tokens []int) error {
@@ -555,15 +562,16 @@ func (r recordingSession) Decode(token int) error {
 
 // TestSlotsPrefillInterleaves prefills a long prompt in chunks on one
 // slot while another streams: the stream gets a decode step between every
-// two chunks, so it never stalls for more than one. (The grace period is
-// long, so the stream's decode is never late for its turn.)
+// two chunks, so it never stalls for more than one, even though its next
+// token comes later than the next chunk (the stream's slot works 3 ms
+// between tokens, the grace period is longer).
 func TestSlotsPrefillInterleaves(t *testing.T) {
 	a := newScriptSession(t, 8192, slices.Repeat([]string{"tick"}, 20)...)
-	a.loop = true
+	a.loop = true // streams until cancelled
 	b := newScriptSession(t, 8192, slices.Repeat([]string{"done"}, 100)...)
 	b.slowP = 2 * time.Millisecond
 	var events eventLog
-	ra, rb := recordingSession{a, &events, 'A', 'd'}, recordingSession{b, &events, 'p', 'D'}
+	ra, rb := recordingSession{a, &events, 'A', 'd', 3 * time.Millisecond}, recordingSession{b, &events, 'p', 'D', 0}
 	ts := startServer(t, Config{Tokenizer: a.tok, PrefillChunk: 4, Sessions: []Session{ra, rb}, BatchGrace: time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
