@@ -302,12 +302,12 @@ func chatCached(t *testing.T, ts *testServer, msgs []openai.ChatCompletionMessag
 
 // TestSlotsReuseByPrefix runs two conversations alternately on two
 // slots: each follow-up goes to the slot that holds its conversation and
-// reuses it, where one slot would have evicted it.
+// reuses it, where one slot holds only the last one.
 func TestSlotsReuseByPrefix(t *testing.T) {
 	for _, tc := range []struct {
 		slots     int
-		wantReuse bool
-	}{{1, false}, {2, true}} {
+		wantReuse []bool // by conversation
+	}{{1, []bool{false, true}}, {2, []bool{true, true}}} {
 		t.Run(fmt.Sprintf("slots=%d", tc.slots), func(t *testing.T) {
 			ts := tinySlots(t, 2048, tc.slots, nil)
 			convs := [][]openai.ChatCompletionMessageParamUnion{
@@ -320,9 +320,11 @@ func TestSlotsReuseByPrefix(t *testing.T) {
 				first[i] = prompt
 				convs[i] = append(convs[i], openai.AssistantMessage(reply), openai.UserMessage("And then?"))
 			}
-			for i := range convs {
+			// The second turns come in the other order, so the least
+			// recently used slot is never the right one.
+			for i := len(convs) - 1; i >= 0; i-- {
 				_, prompt, cached := chatCached(t, ts, convs[i])
-				if reused := cached >= first[i]; reused != tc.wantReuse {
+				if reused := cached >= first[i]; reused != tc.wantReuse[i] {
 					t.Errorf("conversation %d: %d of %d prompt tokens cached (first turn %d)", i, cached, prompt, first[i])
 				}
 			}
