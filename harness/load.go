@@ -89,7 +89,10 @@ type LoadLevel struct {
 	PromptTokens     int64   `parquet:"prompt_tokens"`
 	CachedTokens     int64   `parquet:"cached_tokens"`
 	// DecodeTPS is the aggregate generation rate: CompletionTokens / WallS.
-	DecodeTPS    float64 `parquet:"decode_tps"`
+	DecodeTPS float64 `parquet:"decode_tps"`
+	// PrefillTPS is the aggregate rate of prompt tokens evaluated: the
+	// prompt tokens less the cached ones over WallS (0 without usage).
+	PrefillTPS   float64 `parquet:"prefill_tps"`
 	RequestsPerS float64 `parquet:"requests_per_s"` // replies without error / WallS
 	TTFTP50MS    float64 `parquet:"ttft_p50_ms"`
 	TTFTP99MS    float64 `parquet:"ttft_p99_ms"`
@@ -408,6 +411,7 @@ func aggregate(n int, reqs []LoadRequest) LoadLevel {
 	l.WallS = end / 1000
 	if l.WallS > 0 {
 		l.DecodeTPS = float64(l.CompletionTokens) / l.WallS
+		l.PrefillTPS = float64(l.PromptTokens-l.CachedTokens) / l.WallS
 		l.RequestsPerS = float64(l.Requests-l.Errors) / l.WallS
 	}
 	l.TTFTP50MS, l.TTFTP99MS = ms(percentile(ttft, 0.5)), ms(percentile(ttft, 0.99))

@@ -67,14 +67,14 @@ func WriteLoadRun(root string, meta RunMeta, setup LoadSetup, levels []LoadLevel
 // level's, requests/s and the latency percentiles in milliseconds.
 func WriteLoadTable(w io.Writer, levels []LoadLevel) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "clients\trequests\terrors\ttokens\twall_s\ttok/s\tx\treq/s\tttft_p50\tttft_p99\titl_p50\titl_p99\t")
+	fmt.Fprintln(tw, "clients\trequests\terrors\ttokens\twall_s\ttok/s\tx\tprompt_tok/s\treq/s\tttft_p50\tttft_p99\titl_p50\titl_p99\t")
 	for _, l := range levels {
 		ratio := 0.0
 		if base := levels[0].DecodeTPS; base > 0 {
 			ratio = l.DecodeTPS / base
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t\n",
-			l.Clients, l.Requests, l.Errors, l.CompletionTokens, l.WallS, l.DecodeTPS, ratio, l.RequestsPerS,
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.1f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t\n",
+			l.Clients, l.Requests, l.Errors, l.CompletionTokens, l.WallS, l.DecodeTPS, ratio, l.PrefillTPS, l.RequestsPerS,
 			l.TTFTP50MS, l.TTFTP99MS, l.ITLP50MS, l.ITLP99MS)
 	}
 	if err := tw.Flush(); err != nil {

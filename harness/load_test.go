@@ -100,6 +100,8 @@ func TestLoadOwnServer(t *testing.T) {
 		}
 		require.Equal(t, tokens, l.CompletionTokens)
 		require.Positive(t, l.DecodeTPS)
+		require.InDelta(t, float64(l.PromptTokens-l.CachedTokens)/l.WallS, l.PrefillTPS, 1e-9)
+		require.Positive(t, l.PrefillTPS)
 		require.Positive(t, l.TTFTP50MS)
 		require.LessOrEqual(t, l.TTFTP50MS, l.TTFTP99MS)
 		require.LessOrEqual(t, l.ITLP50MS, l.ITLP99MS)

@@ -25,7 +25,8 @@ const serveDoc = `Drives a running OpenAI-compatible server (ds4-server, llama-s
 vLLM) with N concurrent streaming clients for each N of --clients, each
 client sending --requests greedy chat completions in turn, and prints per
 N the aggregate generation rate (tokens of all replies over the level's
-wall time), its ratio to the first level's, requests/s, and the time to
+wall time), its ratio to the first level's, the prompt tokens evaluated
+(less the cached ones) per second, requests/s, and the time to
 first token and inter-token latency p50/p99 in milliseconds. Tokens are
 the usage's completion_tokens, or the chunks with text when the server
 sends no usage; failed requests are counted, not fatal. Prompts are

@@ -53,7 +53,7 @@ func TestServeTiny(t *testing.T) {
 	code := run(context.Background(), []string{"serve", "--endpoint", url, "--clients", "1,2", "--requests", "2", "--max-tokens", "4",
 		"--prompt-file", excerpt, "--prompt-tokens", "32", "--fresh-prompts", "--parquet", dir, "--svg", svg}, &out, &errOut)
 	require.Equal(t, 0, code, errOut.String())
-	require.Regexp(t, `(?m)^ *clients +requests +errors +tokens +wall_s +tok/s +x +req/s +ttft_p50 +ttft_p99 +itl_p50 +itl_p99 *$`, out.String())
+	require.Regexp(t, `(?m)^ *clients +requests +errors +tokens +wall_s +tok/s +x +prompt_tok/s +req/s +ttft_p50 +ttft_p99 +itl_p50 +itl_p99 *$`, out.String())
 	require.Regexp(t, `(?m)^ *1 +2 +0 +\d+ +\d+\.\d\d +\d+\.\d\d +1\.00 `, out.String())
 	require.Regexp(t, `(?m)^ *2 +4 +0 +\d+ `, out.String())
 	require.Regexp(t, `(?m)^ds4-bench serve: 6/6 clients 2, client [01], request 1: [1-4] tokens, ttft \d+\.\d ms, tpot \d+\.\d ms$`, errOut.String())
