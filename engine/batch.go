@@ -27,11 +27,12 @@ import (
 // layer, the sessions in the order of ss. A step that fails reading the
 // model (ErrModelFault, ErrExpertRead) resets every session of the batch.
 //
-// The pass runs in the scratch buffers of one of the sessions, the first
-// whose buffers hold N rows, else ss[0]'s, regrown; it adds N rows of
-// logits to them. Steps over the same sessions therefore allocate
-// nothing. DecodeBatch may run while no other goroutine uses the
-// sessions of ss; batches over disjoint sessions may run concurrently.
+// The pass runs in the workspace of one of the sessions, the first whose
+// buffers hold N rows, else ss[0]'s, regrown; it adds N rows of logits to
+// it. Steps over the same sessions therefore allocate nothing. DecodeBatch
+// may run while no other goroutine uses the sessions of ss or their
+// workspaces (Options.Workspace); batches over disjoint sessions with
+// workspaces of their own may run concurrently.
 func DecodeBatch(ss []*Session, tokens []int) (err error) {
 	if len(ss) != len(tokens) {
 		return fmt.Errorf("engine: batch of %d sessions and %d tokens", len(ss), len(tokens))
@@ -47,17 +48,17 @@ func DecodeBatch(ss []*Session, tokens []int) (err error) {
 	}
 	defer guardBatch(&err, debug.SetPanicOnFault(true), ss)
 	n := len(ss)
-	host := batchHost(ss)
-	p := host.m.Params
-	if host.s.n < n {
-		host.s = newScratch(p, n)
+	ws := batchWorkspace(ss)
+	p := ss[0].m.Params
+	if ws.s.n < n {
+		ws.s = newScratch(p, n)
 	}
-	sc := host.s
+	sc := ws.s
 	if len(sc.logits) < n*p.Vocab {
 		sc.logits = make([]float32, n*p.Vocab)
 	}
-	f := &host.f
-	f.begin(host.m, host.be, sc, tokens)
+	f := &ws.f
+	f.begin(ss[0].m, ss[0].be, sc, tokens)
 	defer f.end()
 	for i, s := range ss {
 		f.own[i], f.pos[i] = s, len(s.tokens)
@@ -107,13 +108,13 @@ func checkBatch(ss []*Session, tokens []int) error {
 	return nil
 }
 
-// batchHost returns the session whose scratch a batch of ss runs in: the
-// first whose buffers hold len(ss) rows, else ss[0].
-func batchHost(ss []*Session) *Session {
+// batchWorkspace returns the workspace a batch of ss runs in: the first
+// of the sessions' whose buffers hold len(ss) rows, else ss[0]'s.
+func batchWorkspace(ss []*Session) *Workspace {
 	for _, s := range ss {
-		if s.s.n >= len(ss) {
-			return s
+		if s.ws.s.n >= len(ss) {
+			return s.ws
 		}
 	}
-	return ss[0]
+	return ss[0].ws
 }

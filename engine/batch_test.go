@@ -351,3 +351,49 @@ func TestDecodeBatchAllocatesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedWorkspace checks that sessions sharing one Workspace, taking
+// turns at prefill, decode and DecodeBatch, get bit for bit the results of
+// sessions with buffers of their own, and that a workspace serves one
+// model only.
+func TestSharedWorkspace(t *testing.T) {
+	m, err := OpenTiny()
+	require.NoError(t, err)
+	be := cpu.New(2)
+	defer be.Close()
+	refs := soloRefs(t, m, be)
+	v := m.Params.Vocab
+	ws := NewWorkspace(m)
+	var ss []*Session
+	for i, n := range batchPrompts {
+		opt := seqOptions(m.Params, i)
+		opt.Workspace = ws
+		s, err := NewSession(m, be, opt)
+		require.NoError(t, err)
+		require.NoError(t, s.Prefill(seqTokens(i, v)[:n]))
+		takeResult(s)
+		ss = append(ss, s)
+	}
+	for step := range batchSteps {
+		// Half the sequences decode alone, in between the others' batch.
+		var batch []*Session
+		var toks, idx []int
+		for i, s := range ss {
+			tok := seqTokens(i, v)[batchPrompts[i]+step]
+			if (i+step)%2 == 0 {
+				require.NoError(t, s.Decode(tok))
+				require.Equal(t, refs[i][step], takeResult(s), "step %d sequence %d alone", step, i)
+				continue
+			}
+			batch, toks, idx = append(batch, s), append(toks, tok), append(idx, i)
+		}
+		require.NoError(t, DecodeBatch(batch, toks))
+		for k, i := range idx {
+			require.Equal(t, refs[i][step], takeResult(batch[k]), "step %d sequence %d in the batch", step, i)
+		}
+	}
+	other, err := OpenTiny()
+	require.NoError(t, err)
+	_, err = NewSession(other, be, Options{Workspace: ws})
+	require.ErrorContains(t, err, "another model")
+}

@@ -29,6 +29,27 @@ type Options struct {
 	Steering *Steering      // directional steering; nil means none
 	Capture  *Capture       // sublayer output capture; nil means none
 	Experts  ExpertObserver // sees each routed-expert evaluation; nil means none
+	// Workspace, when set, holds the session's scratch buffers, shared
+	// with the other sessions made with it; nil means buffers of its own.
+	Workspace *Workspace
+}
+
+// Workspace holds the scratch buffers evaluations run in. Sessions made
+// with one Workspace (Options.Workspace) share them, so that sessions
+// which take turns, a server's slots, hold one set between them instead
+// of one each (ScratchMemory: about 0.9 GB for a Flash prefill chunk);
+// such sessions must never evaluate at the same time, DecodeBatch over
+// several of them being one evaluation.
+type Workspace struct {
+	m *Model
+	s *scratch
+	f pass // the forward pass over s, reused from step to step
+}
+
+// NewWorkspace returns a workspace for sessions of m; its buffers grow to
+// the largest evaluation run in it.
+func NewWorkspace(m *Model) *Workspace {
+	return &Workspace{m: m, s: newScratch(m.Params, 1)}
 }
 
 // ErrContextFull is returned when a token would not fit in the context.
@@ -62,10 +83,9 @@ type Session struct {
 	tokens []int
 	layers []layerState
 	logits []float32
-	s      *scratch
+	ws     *Workspace
 	one    [1]int // Decode's token, so decoding allocates nothing
 	chunk  int    // tokens per prefill chunk (PrefillChunk; benchmarks vary it)
-	f      pass   // the forward pass over s.s, reused from step to step
 	layer  func() // SetLayerHook's function, or nil
 	// epoch counts the times the state was replaced rather than extended
 	// (Reset, Restore, Rewind, a payload read), which voids earlier
@@ -135,6 +155,9 @@ func NewSession(m *Model, be backends.Backend, opt Options) (*Session, error) {
 			return nil, err
 		}
 	}
+	if opt.Workspace != nil && opt.Workspace.m != m {
+		return nil, errors.New("engine: the workspace is another model's")
+	}
 	if opt.Capture != nil {
 		if err := opt.Capture.prepare(p.Layers, p.Embd); err != nil {
 			return nil, err
@@ -158,7 +181,10 @@ func NewSession(m *Model, be backends.Backend, opt Options) (*Session, error) {
 	}
 	s.resetStates()
 	s.logits = make([]float32, p.Vocab)
-	s.s = newScratch(p, 1)
+	s.ws = opt.Workspace
+	if s.ws == nil {
+		s.ws = NewWorkspace(m)
+	}
 	return s, nil
 }
 
@@ -259,11 +285,12 @@ func (s *Session) forward(tokens []int, all []float32) (err error) {
 	for start := 0; start < len(tokens); start += s.chunk {
 		toks := tokens[start:min(len(tokens), start+s.chunk)]
 		n := len(toks)
-		if s.s.n < n {
-			s.s = newScratch(p, n)
+		ws := s.ws
+		if ws.s.n < n {
+			ws.s = newScratch(p, n)
 		}
-		f := &s.f
-		f.begin(s.m, s.be, s.s, toks)
+		f := &ws.f
+		f.begin(s.m, s.be, ws.s, toks)
 		for i := range f.own {
 			f.own[i], f.pos[i] = s, len(s.tokens)+i
 		}

@@ -89,14 +89,16 @@ func tinyServer(t testing.TB, ctx int, mod func(*Config)) *testServer {
 	return tinySlots(t, ctx, *testSlots, mod)
 }
 
-// tinySessions returns n fresh sessions of the tiny model.
+// tinySessions returns n fresh sessions of the tiny model sharing one
+// workspace, as ds4-server's slots do.
 func tinySessions(t testing.TB, ctx, n int) []*engine.Session {
 	t.Helper()
 	be := cpu.New(0)
 	t.Cleanup(be.Close)
 	out := make([]*engine.Session, n)
+	ws := engine.NewWorkspace(tiny(t))
 	for i := range out {
-		sess, err := engine.NewSession(tiny(t), be, engine.Options{Context: ctx})
+		sess, err := engine.NewSession(tiny(t), be, engine.Options{Context: ctx, Workspace: ws})
 		if err != nil {
 			t.Fatal(err)
 		}

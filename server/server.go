@@ -93,7 +93,8 @@ type Config struct {
 	// Session is ignored): the server runs up to one request on each at
 	// a time, batching their decode steps (engine.DecodeBatch when every
 	// session is an *engine.Session). They must have the same context
-	// size.
+	// size, and as the server never evaluates two at once they may share
+	// an engine.Workspace.
 	Sessions []Session
 	// KVCaches, when set, returns the disk KV cache manager of each slot
 	// (it takes precedence over KVCache): slot is the slot's index, sess

@@ -247,9 +247,10 @@ func serve(o *options, stderr io.Writer, hooks *testHooks) error {
 	if err != nil {
 		return err
 	}
-	sessions := make([]*engine.Session, o.parallel)
+	// The slots take turns, so they share one set of scratch buffers.
+	sessions, ws := make([]*engine.Session, o.parallel), engine.NewWorkspace(m)
 	for i := range sessions {
-		if sessions[i], err = engine.NewSession(m, be, engine.Options{Context: o.ctx, Steering: steer}); err != nil {
+		if sessions[i], err = engine.NewSession(m, be, engine.Options{Context: o.ctx, Steering: steer, Workspace: ws}); err != nil {
 			return err
 		}
 	}
@@ -414,8 +415,8 @@ func listenAndServe(srv *server.Server, o *options, l *loaded, logger *log.Logge
 }
 
 // logMemory logs what is served and, with several slots, the memory they
-// take: their KV state and prefill scratch buffers, and the total with the
-// weights the forward passes read.
+// take: their KV state, the prefill scratch buffers they share, and the
+// total with the weights the forward passes read.
 func logMemory(logger *log.Logger, what string, o *options, m *engine.Model) {
 	if o.parallel == 1 {
 		logger.Printf("ds4-server: serving %s, context %d tokens, ~%d MiB of KV state", what, o.ctx, kvEstimateMiB(m, o.ctx))
@@ -428,8 +429,8 @@ func logMemory(logger *log.Logger, what string, o *options, m *engine.Model) {
 		weights += int64(len(b))
 	}
 	n := int64(o.parallel)
-	logger.Printf("ds4-server: serving %s, %d slots of %d tokens: ~%d MiB of KV state and ~%d MiB of scratch buffers, ~%d MiB in all with the %d MiB of weights the passes read",
-		what, o.parallel, o.ctx, n*ctxBytes>>20, n*scratch>>20, (n*(ctxBytes+scratch)+weights)>>20, weights>>20)
+	logger.Printf("ds4-server: serving %s, %d slots of %d tokens: ~%d MiB of KV state and ~%d MiB of shared scratch buffers, ~%d MiB in all with the %d MiB of weights the passes read",
+		what, o.parallel, o.ctx, n*ctxBytes>>20, scratch>>20, (n*ctxBytes+scratch+weights)>>20, weights>>20)
 }
 
 // checkPaths checks the files the flags name before anything is loaded.

@@ -110,8 +110,10 @@ func ParseCacheSize(v string) (CacheSize, error) {
 // StreamSetup is what a command knows of its memory needs beyond the
 // weights, for the default cache budget.
 type StreamSetup struct {
-	Context  int // tokens of one session's context
-	Sessions int // sessions held at once (the server's KV slots); 0 means 1
+	Context int // tokens of one session's context
+	// Sessions is the number of sessions held at once (the server's KV
+	// slots), which share one workspace; 0 means 1.
+	Sessions int
 	// Reserve is other memory the command holds while it runs (the
 	// roofline's probe buffers, say), which the default budget leaves
 	// out of the cache.
@@ -186,7 +188,7 @@ func (s *Streaming) StartStreaming(m *engine.Model, path string, setup StreamSet
 		sessions := max(1, setup.Sessions)
 		ctxBytes, _, _ := engine.ContextMemory(m.Params, setup.Context)
 		scratch := engine.ScratchMemory(m.Params, min(engine.PrefillChunk, max(1, setup.Context)))
-		st.Split = membudget.Budget(mem.Bytes, engine.PinnedBytes(m), int64(sessions)*ctxBytes, int64(sessions)*scratch+setup.Reserve)
+		st.Split = membudget.Budget(mem.Bytes, engine.PinnedBytes(m), int64(sessions)*ctxBytes, scratch+setup.Reserve)
 		st.Source = mem.Source
 		st.Slots = int(st.Split.Cache / st.SlotBytes)
 	}
