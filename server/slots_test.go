@@ -82,7 +82,10 @@ func TestSlotsJoinLeave(t *testing.T) {
 	tokens := []int{300, 12}
 	solo := soloTexts(t, 2048, prompts, tokens)
 
-	ts := tinySlots(t, 2048, 2, nil)
+	// The tiny model's steps are as short as a slot's work between them
+	// (slower still under -race), in which the default grace can lapse
+	// at every step; a long one makes the batch independent of timing.
+	ts := tinySlots(t, 2048, 2, func(c *Config) { c.BatchGrace = 200 * time.Millisecond })
 	c := openaiClient(ts)
 	stream := c.Completions.NewStreaming(context.Background(), greedyParams(t, prompts[0], tokens[0]), noThinking)
 	var long strings.Builder
@@ -121,7 +124,7 @@ func TestSlotsGreedyMatchesSolo(t *testing.T) {
 	prompts := []string{"One", "Two words here", "A somewhat longer prompt for the third stream,", "Four: " + strings.Repeat("tick tock ", 30)}
 	tokens := []int{40, 25, 50, 33}
 	solo := soloTexts(t, 1024, prompts, tokens)
-	ts := tinySlots(t, 1024, 4, nil)
+	ts := tinySlots(t, 1024, 4, func(c *Config) { c.BatchGrace = 200 * time.Millisecond }) // see TestSlotsJoinLeave
 	got := make([]string, len(prompts))
 	var wg sync.WaitGroup
 	for i := range prompts {
