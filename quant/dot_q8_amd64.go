@@ -51,6 +51,23 @@ func dotQ8_0x4AVX2(w []byte, x0, x1, x2, x3 []BlockQ8_0, out *[4]float32) {
 	dotQ8_0x4Asm(w[:n*dotQ8_0Bytes], x0, x1, x2, x3, out)
 }
 
+// dotQ8_0xNAVX2 is the AVX2 form of DotQ8_0xN: the four-token kernel for
+// each four activations, the single-token one for the rest, so out[t] is
+// bit for bit dotQ8_0AVX2(w, x[t*nb:(t+1)*nb]). It has no assembly body
+// of its own yet: it is there so that callers can use Q8_0xN on every
+// set, and the AVX2 tile kernels serve the larger batches.
+func dotQ8_0xNAVX2(w []byte, x []BlockQ8_0, n int, out *[8]float32) {
+	nb := checkQ8_0xN(x, n)
+	*out = [8]float32{}
+	t := 0
+	for ; t+4 <= n; t += 4 {
+		dotQ8_0x4AVX2(w, x[t*nb:(t+1)*nb], x[(t+1)*nb:(t+2)*nb], x[(t+2)*nb:(t+3)*nb], x[(t+3)*nb:(t+4)*nb], (*[4]float32)(out[t:t+4]))
+	}
+	for ; t < n; t++ {
+		out[t] = dotQ8_0AVX2(w, x[t*nb:(t+1)*nb])
+	}
+}
+
 // dotF16AVX2 is the AVX2 and F16C form of DotF16.
 func dotF16AVX2(w []byte, x []float32) float32 {
 	return dotF16Asm(w[:2*len(x)], x)

@@ -31,6 +31,13 @@ func dotQ8_0x4AVX512(w []byte, x0, x1, x2, x3 []BlockQ8_0, out *[4]float32) {
 	dotQ8_0x4AVX512Asm(w[:n*dotQ8_0Bytes], x0, x1, x2, x3, out)
 }
 
+// dotQ8_0xNAVX512 is the AVX-512 form of DotQ8_0xN; out[t] is bit for bit
+// dotQ8_0AVX512(w, x[t*nb:(t+1)*nb]).
+func dotQ8_0xNAVX512(w []byte, x []BlockQ8_0, n int, out *[8]float32) {
+	nb := checkQ8_0xN(x, n)
+	dotQ8_0xNAVX512Asm(w[:nb*dotQ8_0Bytes], x, nb, n, out)
+}
+
 // dotQ8_0AVX512Asm is DotQ8_0 for a row of exactly len(x) blocks.
 //
 //go:noescape
@@ -41,3 +48,9 @@ func dotQ8_0AVX512Asm(w []byte, x []BlockQ8_0) float32
 //
 //go:noescape
 func dotQ8_0x4AVX512Asm(w []byte, x0, x1, x2, x3 []BlockQ8_0, out *[4]float32)
+
+// dotQ8_0xNAVX512Asm is DotQ8_0xN for a row of exactly nb blocks and
+// 1 ≤ n ≤ 8 activations of nb blocks each, one after the other in x.
+//
+//go:noescape
+func dotQ8_0xNAVX512Asm(w []byte, x []BlockQ8_0, nb, n int, out *[8]float32)

@@ -521,3 +521,162 @@ q4done:
 	MOVSS X2, 8(DX)
 	MOVSS X3, 12(DX)
 	RET
+
+// The n-token kernel, n from 1 to 8: the four-token kernel's steps of
+// eight blocks (X4WSCALES8, X4WHALF, X4STEP8) for up to eight activations,
+// the accumulators in Y0..Y3, Y9..Y11 and Y31. A column past n is skipped
+// by a branch that goes the same way for the whole row, so a call of n
+// tokens costs the weight's part once and the activations' part n times.
+// Steps of eight, not sixteen as in the four-token kernel, because the
+// second half's sums of eight activations would need eight more registers.
+
+// XNSKIP jumps to L when the column count in DX is at most c: the columns
+// from c on are unused.
+#define XNSKIP(c, L) \
+	CMPQ DX, $c \
+	JLE  L
+
+// func dotQ8_0xNAVX512Asm(w []byte, x []BlockQ8_0, nb, n int, out *[8]float32)
+//
+// n activations of nb blocks each, one after the other in x, against one
+// row: eight blocks a step for every activation, then the lane trees and
+// the last nb%8 blocks one by one. Each activation's block terms and float
+// additions are those dotQ8_0AVX512Asm makes for it, in the same order, so
+// out[t] is its result bit for bit; out[t] for t ≥ n is 0. The weight
+// blocks are loaded, and their magnitudes, sign masks and scales formed,
+// once per step for all n activations: that is what makes n tokens cheaper
+// than n single-token calls.
+TEXT ·dotQ8_0xNAVX512Asm(SB), NOSPLIT, $0-72
+	MOVQ w_base+0(FP), SI
+	MOVQ x_base+24(FP), DI
+	MOVQ nb+48(FP), CX
+	MOVQ n+56(FP), DX
+	MOVQ CX, AX
+	IMULQ $36, AX
+
+	// Unused columns point at the first one, so that every pointer stays
+	// inside x; they are never read.
+	MOVQ DI, R8
+	MOVQ DI, R9
+	MOVQ DI, R10
+	MOVQ DI, R11
+	MOVQ DI, R12
+	MOVQ DI, R13
+	MOVQ DI, BX
+	XNSKIP(1, xnptrs)
+	LEAQ (DI)(AX*1), R8
+	XNSKIP(2, xnptrs)
+	LEAQ (R8)(AX*1), R9
+	XNSKIP(3, xnptrs)
+	LEAQ (R9)(AX*1), R10
+	XNSKIP(4, xnptrs)
+	LEAQ (R10)(AX*1), R11
+	XNSKIP(5, xnptrs)
+	LEAQ (R11)(AX*1), R12
+	XNSKIP(6, xnptrs)
+	LEAQ (R12)(AX*1), R13
+	XNSKIP(7, xnptrs)
+	LEAQ (R13)(AX*1), BX
+
+xnptrs:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VPXORD Z31, Z31, Z31
+	SETUP
+	SUBQ $8, CX
+	JLT  xntail
+
+xn8loop:
+	X4WSCALES8
+	X4WHALF(0)
+	X4STEP8(DI, Y0)
+	XNSKIP(1, xn8next)
+	X4STEP8(R8, Y1)
+	XNSKIP(2, xn8next)
+	X4STEP8(R9, Y2)
+	XNSKIP(3, xn8next)
+	X4STEP8(R10, Y3)
+	XNSKIP(4, xn8next)
+	X4STEP8(R11, Y9)
+	XNSKIP(5, xn8next)
+	X4STEP8(R12, Y10)
+	XNSKIP(6, xn8next)
+	X4STEP8(R13, Y11)
+	XNSKIP(7, xn8next)
+	X4STEP8(BX, Y31)
+
+xn8next:
+	ADDQ $272, SI
+	ADDQ $288, DI
+	ADDQ $288, R8
+	ADDQ $288, R9
+	ADDQ $288, R10
+	ADDQ $288, R11
+	ADDQ $288, R12
+	ADDQ $288, R13
+	ADDQ $288, BX
+	SUBQ $8, CX
+	JGE  xn8loop
+
+xntail:
+	VMOVDQU64 q8Unperm<>(SB), Y26
+	VMOVAPS   Y31, Y8
+	LANES(Y0, X0)
+	LANES(Y1, X1)
+	LANES(Y2, X2)
+	LANES(Y3, X3)
+	LANES(Y9, X9)
+	LANES(Y10, X10)
+	LANES(Y11, X11)
+	LANES(Y8, X8)
+	ADDQ $8, CX
+	JZ   xndone
+
+xn1loop:
+	ONEW
+	ONE(DI, X0)
+	XNSKIP(1, xn1next)
+	ONE(R8, X1)
+	XNSKIP(2, xn1next)
+	ONE(R9, X2)
+	XNSKIP(3, xn1next)
+	ONE(R10, X3)
+	XNSKIP(4, xn1next)
+	ONE(R11, X9)
+	XNSKIP(5, xn1next)
+	ONE(R12, X10)
+	XNSKIP(6, xn1next)
+	ONE(R13, X11)
+	XNSKIP(7, xn1next)
+	ONE(BX, X8)
+
+xn1next:
+	ADDQ $34, SI
+	ADDQ $36, DI
+	ADDQ $36, R8
+	ADDQ $36, R9
+	ADDQ $36, R10
+	ADDQ $36, R11
+	ADDQ $36, R12
+	ADDQ $36, R13
+	ADDQ $36, BX
+	DECQ CX
+	JNZ  xn1loop
+
+xndone:
+	VZEROUPPER
+	MOVQ  out+64(FP), AX
+	MOVSS X0, 0(AX)
+	MOVSS X1, 4(AX)
+	MOVSS X2, 8(AX)
+	MOVSS X3, 12(AX)
+	MOVSS X9, 16(AX)
+	MOVSS X10, 20(AX)
+	MOVSS X11, 24(AX)
+	MOVSS X8, 28(AX)
+	RET

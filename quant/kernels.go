@@ -12,6 +12,7 @@ type Kernels struct {
 	Name     string // "go" for the pure-Go reference, else the instruction set
 	Q8_0     func(w []byte, x []BlockQ8_0) float32
 	Q8_0x4   func(w []byte, x0, x1, x2, x3 []BlockQ8_0, out *[4]float32) // out[t] = Q8_0(w, xt) bit for bit, four activations of one length
+	Q8_0xN   func(w []byte, x []BlockQ8_0, n int, out *[8]float32)       // out[t] = Q8_0(w, x[t*nb:(t+1)*nb]) bit for bit for t < n, 1 ≤ n ≤ Q8_0xNMax, nb = len(x)/n; out[t] = 0 for t ≥ n
 	Q2K      func(w []byte, y []BlockQ8K) float32
 	Q2Kx4    func(w []byte, y0, y1, y2, y3 []BlockQ8K, out *[4]float32) // out[t] = Q2K(w, yt) bit for bit, four activations of one length
 	Q4K      func(w []byte, y []BlockQ8K) float32
@@ -36,7 +37,7 @@ const genericName = "go"
 
 // GenericKernels returns the pure-Go reference kernels of dot.go.
 func GenericKernels() Kernels {
-	return Kernels{Name: genericName, Q8_0: DotQ8_0, Q8_0x4: DotQ8_0x4, Q2K: DotQ2K, Q2Kx4: DotQ2Kx4, Q4K: DotQ4K, IQ2XXS: DotIQ2XXS, IQ2XXSx4: DotIQ2XXSx4, F16: DotF16, F16x2x3: DotF16x2x3, F32: DotF32}
+	return Kernels{Name: genericName, Q8_0: DotQ8_0, Q8_0x4: DotQ8_0x4, Q8_0xN: DotQ8_0xN, Q2K: DotQ2K, Q2Kx4: DotQ2Kx4, Q4K: DotQ4K, IQ2XXS: DotIQ2XXS, IQ2XXSx4: DotIQ2XXSx4, F16: DotF16, F16x2x3: DotF16x2x3, F32: DotF32}
 }
 
 // Generic reports whether k is the pure-Go set, whose four-token kernels
@@ -51,6 +52,30 @@ func DotQ8_0x4(w []byte, x0, x1, x2, x3 []BlockQ8_0, out *[4]float32) {
 	out[1] = DotQ8_0(w, x1)
 	out[2] = DotQ8_0(w, x2)
 	out[3] = DotQ8_0(w, x3)
+}
+
+// Q8_0xNMax is the most activations one Q8_0xN call takes.
+const Q8_0xNMax = 8
+
+// DotQ8_0xN sets out[t] to DotQ8_0(w, x[t*nb:(t+1)*nb]) for the n
+// activations of nb = len(x)/n blocks that x holds one after the other,
+// and the rest of out to 0; it panics unless 1 ≤ n ≤ Q8_0xNMax and n
+// divides len(x).
+func DotQ8_0xN(w []byte, x []BlockQ8_0, n int, out *[8]float32) {
+	nb := checkQ8_0xN(x, n)
+	*out = [8]float32{}
+	for t := range n {
+		out[t] = DotQ8_0(w, x[t*nb:(t+1)*nb])
+	}
+}
+
+// checkQ8_0xN panics unless 1 ≤ n ≤ Q8_0xNMax and n divides len(x), and
+// returns the blocks per activation.
+func checkQ8_0xN(x []BlockQ8_0, n int) int {
+	if n < 1 || n > Q8_0xNMax || len(x)%n != 0 {
+		panic(fmt.Sprintf("quant: Q8_0xN of %d activations in %d blocks", n, len(x)))
+	}
+	return len(x) / n
 }
 
 // DotF16x2x3 sets out[3r+t] to DotF16(wr, xt) for two rows and three

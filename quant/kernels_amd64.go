@@ -35,6 +35,7 @@ func avx512VNNIKernels(avx2 Kernels) Kernels {
 	k.Name = "avx512vnni"
 	k.Q8_0 = dotQ8_0AVX512
 	k.Q8_0x4 = dotQ8_0x4AVX512
+	k.Q8_0xN = dotQ8_0xNAVX512
 	k.PackQ8_0Tile = packQ8_0TileAVX512
 	k.Q8_0Tile = q8_0TileAVX512
 	k.PackQ2KTile = packQ2KTileAVX512
@@ -66,6 +67,7 @@ func avx2Kernels() Kernels {
 		Name:     "avx2",
 		Q8_0:     dotQ8_0AVX2,
 		Q8_0x4:   dotQ8_0x4AVX2,
+		Q8_0xN:   dotQ8_0xNAVX2,
 		Q2K:      dotQ2KAVX2,
 		Q2Kx4:    dotQ2Kx4AVX2,
 		Q4K:      dotQ4KAVX2,
