@@ -307,14 +307,15 @@ type matJob struct {
 	quads  []quadOut  // each task's four-token and F16x2x3 kernel results
 }
 
-// quadOut holds one task's four results of a four-token kernel. The kernels
+// quadOut holds one task's results of a multi-token kernel. The kernels
 // are called through function values, so a local array would escape to
-// the heap once per row; one per task, padded to a cache line so that
+// the heap once per row; one per task, padded to two cache lines so that
 // concurrent tasks do not share one, allocates nothing per call.
 type quadOut struct {
 	v  [4]float32
 	f6 [6]float32 // F16x2x3's results
-	_  [24]byte
+	v8 [8]float32 // Q8_0xN's results
+	_  [56]byte
 }
 
 // rowsPerTask groups rows so each task is worth scheduling. It is the
@@ -540,11 +541,15 @@ func (j *matJob) Run(i int) {
 		out := &j.quads[i].v
 		switch w.Type {
 		case quant.Q8_0:
+			// Up to eight tokens a call share the loads and the decoding
+			// of each weight block (Q8_0xN); below tileMinQ8_0 tokens this
+			// beats packing the rows for the tile kernel.
 			nb := cols / 32
-			for ; t+4 <= p.N; t += 4 {
-				x := j.q80[off+t*nb : off+(t+4)*nb]
-				j.k.Q8_0x4(row, x[:nb], x[nb:2*nb], x[2*nb:3*nb], x[3*nb:], out)
-				for u, v := range out {
+			out8 := &j.quads[i].v8
+			for ; t < p.N; t += quant.Q8_0xNMax {
+				m := min(quant.Q8_0xNMax, p.N-t)
+				j.k.Q8_0xN(row, j.q80[off+t*nb:off+(t+m)*nb], m, out8)
+				for u, v := range out8[:m] {
 					p.Dst[(t+u)*ds+r] = v
 				}
 			}
@@ -653,6 +658,11 @@ func (j *matJob) runF16x2x3(p *backends.Product, r0, r1 int, out *[6]float32) in
 // kernels in cache (quant's BenchmarkQ8_0Tile, BenchmarkIQ2XXSTile and
 // BenchmarkQ2KTile; the ratios are in docs/performance.md#tile-kernels). A
 // product of one input is decode's and stays on the row kernels (runOne).
+// Below tileMinQ8_0 a Q8_0 product runs Q8_0xN, one call per row for all
+// its inputs: with rows streaming from memory, as in a batched decode
+// step, it beats the tiles at two and three inputs and loses from four on
+// (quant's BenchmarkQ8_0xNStream), the pack's pass over the rows no longer
+// paying for itself below that.
 const (
 	tileMinQ8_0   = 4
 	tileMinIQ2XXS = 2

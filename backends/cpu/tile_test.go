@@ -14,7 +14,9 @@ import (
 // kernels where a kernel set has them, against the set's row kernel (what
 // decode runs) per row and input on the same quantized inputs, bit for
 // bit: in full tiles, in the rows past the last one, below and above each
-// type's threshold, and with strided inputs and outputs in a batch.
+// type's threshold (Q8_0 below it: the multi-token row kernel Q8_0xN, of
+// up to eight tokens a call, which the pure-Go set also runs above it),
+// and with strided inputs and outputs in a batch.
 func TestMatMulTile(t *testing.T) {
 	const rows = 3*quant.Q8_0TileRows + 5
 	sets := append([]quant.Kernels{quant.GenericKernels()}, quant.VectorKernelSets()...)
@@ -54,7 +56,11 @@ func TestMatMulTile(t *testing.T) {
 		}
 		t.Logf("%v: kernel sets with a tile kernel on this CPU: %v", tc.typ, tiled)
 		for _, k := range sets {
-			for _, n := range []int{tc.min - 1, tc.min, 13, 40} {
+			ns := []int{tc.min - 1, tc.min, 13, 40}
+			if tc.min > 3 { // Q8_0 below the tiles: Q8_0xN of 2 and 3 tokens
+				ns = append([]int{2}, ns...)
+			}
+			for _, n := range ns {
 				t.Run(fmt.Sprintf("%v/kernels=%s/n=%d", tc.typ, k.Name, n), func(t *testing.T) {
 					cols := tc.cols
 					xs, ds := cols+24, rows+3
