@@ -72,7 +72,8 @@ func BenchmarkQ8_0xN(b *testing.B) {
 
 // BenchmarkQ8_0xNStream is BenchmarkQ8_0xN over 64 MiB of rows, which
 // leave the caches between passes, as decode's matrices do: way=tile asks
-// for the next 16 rows during each pack, as the CPU backend does.
+// for the next 16 rows during each pack, as the CPU backend does,
+// way=tile-nonext does not.
 func BenchmarkQ8_0xNStream(b *testing.B) {
 	k, ok := VectorKernels()
 	if !ok {
@@ -110,20 +111,22 @@ func BenchmarkQ8_0xNStream(b *testing.B) {
 		if k.Q8_0Tile == nil {
 			continue
 		}
-		b.Run("n="+strconv.Itoa(n)+"/way=tile", func(b *testing.B) {
-			tb := Q8_0TileRows * rowBytes
-			for b.Loop() {
-				for i := 0; i+tb <= len(w); i += tb {
-					var next []byte
-					if i+2*tb <= len(w) {
-						next = w[i+tb : i+2*tb]
+		for _, way := range []string{"tile", "tile-nonext"} {
+			b.Run("n="+strconv.Itoa(n)+"/way="+way, func(b *testing.B) {
+				tb := Q8_0TileRows * rowBytes
+				for b.Loop() {
+					for i := 0; i+tb <= len(w); i += tb {
+						var next []byte
+						if i+2*tb <= len(w) && way == "tile" {
+							next = w[i+tb : i+2*tb]
+						}
+						k.PackQ8_0Tile(tile, w[i:i+tb], rowBytes, next)
+						k.Q8_0Tile(tile, x[:n*nb], sums[:n*nb], n, out)
 					}
-					k.PackQ8_0Tile(tile, w[i:i+tb], rowBytes, next)
-					k.Q8_0Tile(tile, x[:n*nb], sums[:n*nb], n, out)
 				}
-			}
-			benchSinkF32 = out[0]
-			report(b)
-		})
+				benchSinkF32 = out[0]
+				report(b)
+			})
+		}
 	}
 }

@@ -21,15 +21,18 @@ func packQ8_0TileAVX512(dst, w []byte, rowBytes int, next []byte) {
 		panic(fmt.Sprintf("quant: PackQ8_0Tile row of %d bytes is longer than the %d bytes the AVX-512 pack addresses", rowBytes, q8_0TileMaxRowBytes))
 	}
 	if nb > 0 {
-		prefetchTile(next, rowBytes)
-		packQ8_0TileAVX512Asm(dst, w, rowBytes, nb)
+		var pf *byte
+		if len(next) >= Q8_0TileRows*rowBytes {
+			pf = &next[0]
+		}
+		packQ8_0TileAVX512Asm(dst, w, rowBytes, nb, pf)
 	}
 }
 
 // prefetchTile asks the memory for the 16 rows at next, rowBytes apart,
-// when next holds them: the AVX-512 packs take Kernels' next this way, a
-// request a line before they start, where the AVX2 packs spread theirs
-// over the pack (packNextLines).
+// when next holds them: the AVX-512 IQ2_XXS and Q2_K packs take Kernels'
+// next this way, a request a line before they start, where the AVX2 packs
+// and the AVX-512 Q8_0 pack spread theirs over the pack.
 func prefetchTile(next []byte, rowBytes int) {
 	if n := Q8_0TileRows * rowBytes; len(next) >= n {
 		prefetchAsm(&next[0], n)
@@ -101,10 +104,11 @@ func q8_0TileGroup(g int, tile *byte, x *BlockQ8_0, sums *int32, nb, count, stri
 }
 
 // packQ8_0TileAVX512Asm packs the 16 rows of nb > 0 blocks at w, rowBytes
-// apart, into dst.
+// apart, into dst, asking meanwhile for the 16 rows at next unless it is
+// nil.
 //
 //go:noescape
-func packQ8_0TileAVX512Asm(dst, w []byte, rowBytes, nb int)
+func packQ8_0TileAVX512Asm(dst, w []byte, rowBytes, nb int, next *byte)
 
 // q8_0Tile8AVX512 adds to acc[16t+i], for tokens t < 8 and tile rows i, the
 // terms of count > 0 blocks stride apart, from the packed block at tile and

@@ -353,12 +353,33 @@ GLOBL tileBias<>(SB), RODATA|NOPTR, $4
 	VMOVDQU64 Z24, (64*k)(DI) \
 	VMOVDQU64 UA, (64*k+256)(DI)
 
-// func packQ8_0TileAVX512Asm(dst, w []byte, rowBytes, nb int)
-TEXT ·packQ8_0TileAVX512Asm(SB), NOSPLIT, $0-64
+// PREFETCH9 asks for the nine lines from 0(R8), which cover the 544 bytes
+// of one block of the next tile's rows, and moves R8 on by those 544.
+#define PREFETCH9 \
+	PREFETCHT0 0(R8) \
+	PREFETCHT0 64(R8) \
+	PREFETCHT0 128(R8) \
+	PREFETCHT0 192(R8) \
+	PREFETCHT0 256(R8) \
+	PREFETCHT0 320(R8) \
+	PREFETCHT0 384(R8) \
+	PREFETCHT0 448(R8) \
+	PREFETCHT0 512(R8) \
+	ADDQ       $544, R8
+
+// func packQ8_0TileAVX512Asm(dst, w []byte, rowBytes, nb int, next *byte)
+//
+// Where next is not nil, each block's step also asks for the next 544
+// bytes of the 16·rowBytes = 544·nb from next: the requests for the rows
+// packed next are spread over the pack, one block's worth a step, instead
+// of issued in one burst before it, which filled the core's miss buffers
+// and stalled it until most lines had come (BenchmarkQ8_0xNStream).
+TEXT ·packQ8_0TileAVX512Asm(SB), NOSPLIT, $0-72
 	MOVQ         dst_base+0(FP), DI
 	MOVQ         w_base+24(FP), SI
 	MOVQ         rowBytes+48(FP), DX
 	MOVQ         nb+56(FP), CX
+	MOVQ         next+64(FP), R8
 	VPBROADCASTD DX, Z30
 	VPMULLD      tileIota<>(SB), Z30, Z30
 	VPBROADCASTD tileBias<>(SB), Z31
@@ -377,6 +398,11 @@ packloop:
 	PAIR(Y5, Z5)
 	PAIR(Y6, Z6)
 	PAIR(Y7, Z7)
+	TESTQ       R8, R8
+	JZ          packnopf
+	PREFETCH9
+
+packnopf:
 	VPUNPCKLDQ  Z1, Z0, Z8
 	VPUNPCKHDQ  Z1, Z0, Z9
 	VPUNPCKLDQ  Z3, Z2, Z10
