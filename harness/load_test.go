@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -15,43 +14,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ds4-go/ds4/backends/cpu"
-	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/engine/tokenizer"
-	"github.com/ds4-go/ds4/server"
+	"github.com/ds4-go/ds4/server/servertest"
 )
-
-// startTinyServer serves our own server over the tiny model on a loopback
-// port and returns its base URL.
-func startTinyServer(t *testing.T) string {
-	t.Helper()
-	m, err := engine.OpenTiny()
-	require.NoError(t, err)
-	be := cpu.New(0)
-	t.Cleanup(be.Close)
-	sess, err := engine.NewSession(m, be, engine.Options{Context: 1024})
-	require.NoError(t, err)
-	s, err := server.New(server.Config{Session: sess, Tiny: true, ModelName: "tiny"})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		require.NoError(t, s.Shutdown(ctx))
-		require.NoError(t, <-served)
-	})
-	return "http://" + ln.Addr().String()
-}
 
 // TestLoadOwnServer drives our own server on the tiny model with one and
 // two clients: every request completes with the usage, the times of each
 // request and of each client's sequence are monotone, the levels add up,
 // and the run reads back from Parquet.
 func TestLoadOwnServer(t *testing.T) {
-	url := startTinyServer(t)
+	url := servertest.StartTiny(t, nil)
 	tok, err := tokenizer.Default()
 	require.NoError(t, err)
 	prompt, err := LoadPrompts(tok, DefaultLoadText(), 24, true)
@@ -355,7 +327,7 @@ func TestDifferingOutputs(t *testing.T) {
 }
 
 func TestLoadRepliesAlike(t *testing.T) {
-	url := startTinyServer(t)
+	url := servertest.StartTiny(t, nil)
 	tok, err := tokenizer.Default()
 	require.NoError(t, err)
 	prompt, err := LoadPrompts(tok, DefaultLoadText(), 24, false)

@@ -3,7 +3,6 @@ package harness
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"strings"
 	"testing"
@@ -11,44 +10,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ds4-go/ds4/backends/cpu"
-	"github.com/ds4-go/ds4/engine"
-	"github.com/ds4-go/ds4/engine/tokenizer"
 	"github.com/ds4-go/ds4/server"
+	"github.com/ds4-go/ds4/server/servertest"
 )
-
-// redTeamServer serves the tiny model on a loopback port until the test
-// ends and returns its URL.
-func redTeamServer(t *testing.T, maxBody int64) string {
-	t.Helper()
-	m, err := engine.OpenTiny()
-	require.NoError(t, err)
-	be := cpu.New(2)
-	t.Cleanup(be.Close)
-	sess, err := engine.NewSession(m, be, engine.Options{Context: 512})
-	require.NoError(t, err)
-	tok, err := tokenizer.Default()
-	require.NoError(t, err)
-	s, err := server.New(server.Config{Session: sess, Tokenizer: tok, Tiny: true, ModelName: "tiny", MaxBodyBytes: maxBody})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s.Shutdown(ctx) // slow-body connections may outlive the bound
-		<-served
-	})
-	return "http://" + ln.Addr().String()
-}
 
 // TestRedTeam replays every case with short counts against an in-process
 // tiny server and checks that the table has a row per case with its
 // counts, and that the RSS and connection columns are filled.
 func TestRedTeam(t *testing.T) {
-	url := redTeamServer(t, 1<<20)
+	url := servertest.StartTiny(t, func(c *server.Config) { c.MaxBodyBytes = 1 << 20 })
 	cfg := RedTeamConfig{
 		URL: url, PID: os.Getpid(), Count: 3, HeavyCount: 1, Storm: 4, Slow: 2, Concurrency: 2,
 		SlowWait: 1500 * time.Millisecond, CaseTimeout: 20 * time.Second, Settle: 10 * time.Millisecond,

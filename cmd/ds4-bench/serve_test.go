@@ -8,45 +8,17 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ds4-go/ds4/backends/cpu"
-	"github.com/ds4-go/ds4/engine"
 	"github.com/ds4-go/ds4/harness"
-	"github.com/ds4-go/ds4/server"
+	"github.com/ds4-go/ds4/server/servertest"
 )
-
-// startTinyServer serves our own server over the tiny model on a loopback
-// port and returns its base URL.
-func startTinyServer(t *testing.T) string {
-	t.Helper()
-	m, err := engine.OpenTiny()
-	require.NoError(t, err)
-	be := cpu.New(0)
-	t.Cleanup(be.Close)
-	sess, err := engine.NewSession(m, be, engine.Options{Context: 1024})
-	require.NoError(t, err)
-	s, err := server.New(server.Config{Session: sess, Tiny: true, ModelName: "tiny"})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		require.NoError(t, s.Shutdown(ctx))
-		require.NoError(t, <-served)
-	})
-	return "http://" + ln.Addr().String()
-}
 
 // TestServeTiny loads our own server on the tiny model with one and two
 // clients and checks the table, the Parquet run and the chart it writes.
 func TestServeTiny(t *testing.T) {
-	url := startTinyServer(t)
+	url := servertest.StartTiny(t, nil)
 	dir := t.TempDir()
 	svg := filepath.Join(dir, "load.svg")
 	var out, errOut bytes.Buffer
