@@ -53,17 +53,19 @@ func Write(w io.Writer, opt Options) ([]gguf.TensorInfo, error) {
 	return infos, nil
 }
 
-func write(w io.Writer, opt Options) ([]gguf.TensorInfo, error) {
+// prepare checks opt, fills in its default tokenizer tables and returns
+// the model's tensors and their infos for the writer.
+func prepare(opt *Options) ([]layout.Tensor, []gguf.TensorInfo, error) {
 	if err := opt.Params.Validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := opt.Params.CheckRecipe(opt.Recipe); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if opt.Tables == nil {
 		t, err := tokenizer.DeepSeekV4()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		opt.Tables = t
 	}
@@ -71,6 +73,14 @@ func write(w io.Writer, opt Options) ([]gguf.TensorInfo, error) {
 	infos := make([]gguf.TensorInfo, len(catalog))
 	for i, t := range catalog {
 		infos[i] = gguf.TensorInfo{Name: t.Name, Type: t.Type, Dims: t.Dims}
+	}
+	return catalog, infos, nil
+}
+
+func write(w io.Writer, opt Options) ([]gguf.TensorInfo, error) {
+	catalog, infos, err := prepare(&opt)
+	if err != nil {
+		return nil, err
 	}
 	gw, err := gguf.NewWriter(w, Metadata(opt), infos)
 	if err != nil {
@@ -113,23 +123,9 @@ func WriteSparse(path string, opt Options) ([]gguf.TensorInfo, error) {
 }
 
 func writeSparse(path string, opt Options) ([]gguf.TensorInfo, error) {
-	if err := opt.Params.Validate(); err != nil {
+	_, infos, err := prepare(&opt)
+	if err != nil {
 		return nil, err
-	}
-	if err := opt.Params.CheckRecipe(opt.Recipe); err != nil {
-		return nil, err
-	}
-	if opt.Tables == nil {
-		t, err := tokenizer.DeepSeekV4()
-		if err != nil {
-			return nil, err
-		}
-		opt.Tables = t
-	}
-	catalog := opt.Params.Tensors(opt.Recipe)
-	infos := make([]gguf.TensorInfo, len(catalog))
-	for i, t := range catalog {
-		infos[i] = gguf.TensorInfo{Name: t.Name, Type: t.Type, Dims: t.Dims}
 	}
 	f, err := os.Create(path)
 	if err != nil {
