@@ -215,7 +215,8 @@ func open(path string, layers []Layer, opt Options, openDirect func(string) *os.
 	c := &Cache{path: path, layers: slices.Clone(layers), slotBytes: sb, readers: opt.Readers, buf: buf, free: free, plain: plain,
 		slots: make([]slot, opt.Slots), where: make([][]int32, len(layers)), lat: make([]time.Duration, 0, latencies)}
 	c.cond = sync.NewCond(&c.mu)
-	c.policy = opt.Policy
+	// Until a layer is acquired, the pass to come starts at layer 0.
+	c.policy, c.cur = opt.Policy, len(layers)-1
 	if opt.Policy == LFU {
 		c.freq = make([][]uint32, len(layers))
 	}

@@ -426,6 +426,25 @@ func TestCachePrefetchKeepsSoonerLayers(t *testing.T) {
 	require.Equal(t, int64(1), c.Stats().Hits)
 }
 
+// TestCachePrefetchFirstPass checks that before any layer has run a
+// forward pass starts at layer 0: the first evaluation's prefetches of
+// later layers do not evict layer 0's, whose reads have already ended.
+func TestCachePrefetchFirstPass(t *testing.T) {
+	path, layers := testFile(t, t.TempDir())
+	c, err := Open(path, layers, Options{Slots: 2})
+	require.NoError(t, err)
+	defer c.Close()
+	c.Prefetch(0, []int{1, 2})
+	c.bg.Wait() // layer 0's experts are resident and unpinned
+	c.Prefetch(2, []int{3, 4})
+	c.bg.Wait()
+	dst := make([]Expert, 2)
+	require.NoError(t, c.Acquire(0, []int{1, 2}, dst))
+	c.Release(0, []int{1, 2})
+	st := c.Stats()
+	require.Equal(t, [3]int64{2, 0, 2}, [3]int64{st.Hits, st.Misses, st.Prefetched})
+}
+
 // TestCachePrefetchConcurrent mixes prefetches, acquires and a Close
 // with reads in flight (run it with -race).
 func TestCachePrefetchConcurrent(t *testing.T) {
