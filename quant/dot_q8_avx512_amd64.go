@@ -54,3 +54,20 @@ func dotQ8_0x4AVX512Asm(w []byte, x0, x1, x2, x3 []BlockQ8_0, out *[4]float32)
 //
 //go:noescape
 func dotQ8_0xNAVX512Asm(w []byte, x []BlockQ8_0, nb, n int, out *[8]float32)
+
+// dotQ8_0xNPreAVX512 is the AVX-512 form of Kernels.Q8_0xNPre; out[t] is
+// bit for bit dotQ8_0AVX512 of the activation t that p prepares.
+func dotQ8_0xNPreAVX512(w []byte, p []byte, n int, out *[8]float32) {
+	ng := checkQ8_0xNPre(p, n)
+	dotQ8_0xNPreAVX512Asm(w[:ng*Q8_0PreGroup*dotQ8_0Bytes], p, ng, n, out)
+	for t := n; t < Q8_0xNMax; t++ {
+		out[t] = 0
+	}
+}
+
+// dotQ8_0xNPreAVX512Asm is Kernels.Q8_0xNPre for a row of exactly 8·ng
+// blocks and 1 ≤ n ≤ 8 prepared activations of ng groups each; out[t] for
+// t ≥ n is unspecified.
+//
+//go:noescape
+func dotQ8_0xNPreAVX512Asm(w []byte, p []byte, ng, n int, out *[8]float32)

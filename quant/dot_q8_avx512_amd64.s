@@ -680,3 +680,186 @@ xndone:
 	MOVSS X11, 24(AX)
 	MOVSS X8, 28(AX)
 	RET
+
+// The prepared n-token kernel, n from 1 to 8, takes its activations in the
+// form PrepareQ8_0 gives them (dot_pre.go): per group of eight blocks the
+// eight scales in π order, then the codes plus 128, unsigned, 32 bytes a
+// block with no scale between. It is faster than the n-token kernel
+// above for three reasons. The activation's codes are unsigned, so
+// VPDPBUSD takes them as they are against the signed weight codes: the
+// weight, not each activation, bears the sign, and the accumulator starts
+// at -128·Σw (each int32 lane's four weights), formed once per weight
+// register for all activations, so that the lane sums Σ(x+128)·w - 128·Σw
+// = Σx·w, exactly (the same integers as the other kernels' lanes). Two
+// blocks' codes are one 64-byte load instead of a load and an
+// insert, and the eight scales one 32-byte load instead of four loads and
+// three permutes. And the third reduction level, the conversion and the
+// float operations run on two activations at once, the low 256 bits of a
+// register for the even one and the high for the odd one, each lane the
+// same operations on the same operands as the n-token kernel's, so every
+// activation's result is its single-token one bit for bit.
+//
+// Register use: Z0..Z3 accumulate the pairs of activations (0,1) .. (6,7),
+// Z4..Z7 hold the current eight weight blocks (two per register, signed),
+// Z8..Z11 their -128·Σw lanes, Z20 the eight converted weight scales in π
+// order in both halves, Z27 the bytes 0x80; Z12..Z19, Z21, Z22, Z24, Z25
+// and Z30 are scratch.
+
+DATA q8Bias<>+0(SB)/4, $0x80808080
+GLOBL q8Bias<>(SB), RODATA|NOPTR, $4
+
+// PW2 loads the weight blocks at woff(SI) and woff+34(SI) into ZW and
+// leaves -128·Σ of each int32 lane's four weights in ZC.
+#define PW2(woff, YW, ZW, ZC) \
+	VMOVDQU64    (woff+2)(SI), YW \
+	VINSERTI64X4 $1, (woff+36)(SI), ZW, ZW \
+	VPXORD       ZC, ZC, ZC \
+	VPDPBUSD     ZW, Z27, ZC \
+	VPSUBD       ZC, Z23, ZC
+
+// PWGROUP prepares the eight weight blocks from 0(SI).
+#define PWGROUP \
+	X4WSCALES8 \
+	VINSERTF64X4 $1, Y20, Z20, Z20 \
+	PW2(0, Y4, Z4, Z8) \
+	PW2(68, Y5, Z5, Z9) \
+	PW2(136, Y6, Z6, Z10) \
+	PW2(204, Y7, Z7, Z11)
+
+// PA2 sums the products of the prepared activation blocks at xoff(XP) and
+// xoff+32(XP) with the weight blocks of ZW into the int32 lanes of ZACC,
+// starting from ZC.
+#define PA2(XP, xoff, ZA, ZW, ZC, ZACC) \
+	VMOVDQU64 (xoff)(XP), ZA \
+	VMOVDQA64 ZC, ZACC \
+	VPDPBUSD  ZW, ZA, ZACC
+
+// PAGROUP sums the eight prepared activation blocks of the group at 0(XP)
+// and leaves in Q what X4AHALF leaves: two of the three reduction levels.
+#define PAGROUP(XP, Q) \
+	PA2(XP, 32, Z12, Z4, Z8, Z16) \
+	PA2(XP, 96, Z13, Z5, Z9, Z17) \
+	PA2(XP, 160, Z14, Z6, Z10, Z18) \
+	PA2(XP, 224, Z15, Z7, Z11, Z19) \
+	VPUNPCKLDQ  Z17, Z16, Z12 \
+	VPUNPCKHDQ  Z17, Z16, Z16 \
+	VPADDD      Z12, Z16, Z16 \
+	VPUNPCKLDQ  Z19, Z18, Z13 \
+	VPUNPCKHDQ  Z19, Z18, Z18 \
+	VPADDD      Z13, Z18, Z18 \
+	VPUNPCKLQDQ Z18, Z16, Z12 \
+	VPUNPCKHQDQ Z18, Z16, Z16 \
+	VPADDD      Z12, Z16, Q
+
+// PPAIR adds the terms of the group for the activations at 0(XA) and
+// 0(XB) to the low and high halves of ACC: the third reduction level pairs
+// the 128-bit lanes of one block's halves (X4SUMS), leaving XA's eight sums
+// in the low half and XB's in the high one, and the sums are converted,
+// multiplied by f16(d_w)·d_x and added as SSTEP8 does.
+#define PPAIR(XA, XB, ACC) \
+	PAGROUP(XA, Z21) \
+	PAGROUP(XB, Z22) \
+	VSHUFI32X4   $0x88, Z22, Z21, Z24 \
+	VSHUFI32X4   $0xdd, Z22, Z21, Z25 \
+	VPADDD       Z25, Z24, Z24 \
+	VCVTDQ2PS    Z24, Z24 \
+	VMOVUPS      (XA), Y25 \
+	VINSERTF64X4 $1, (XB), Z25, Z25 \
+	VMULPS       Z25, Z20, Z25 \
+	VMULPS       Z25, Z24, Z24 \
+	VADDPS       Z24, ACC, ACC
+
+// func dotQ8_0xNPreAVX512Asm(w []byte, p []byte, ng, n int, out *[8]float32)
+//
+// n prepared activations of ng groups each, one after the other in p,
+// against one row of 8·ng blocks. A pair past n is skipped by a branch that
+// goes the same way for the whole row; the odd activation of the last pair
+// when n is odd reads the even one, and the caller discards its result.
+TEXT ·dotQ8_0xNPreAVX512Asm(SB), NOSPLIT, $0-72
+	MOVQ w_base+0(FP), SI
+	MOVQ p_base+24(FP), DI
+	MOVQ ng+48(FP), CX
+	MOVQ n+56(FP), DX
+	MOVQ CX, AX
+	IMULQ $288, AX
+
+	MOVQ DI, R8
+	MOVQ DI, R9
+	MOVQ DI, R10
+	MOVQ DI, R11
+	MOVQ DI, R12
+	MOVQ DI, R13
+	MOVQ DI, BX
+	XNSKIP(1, xpptrs)
+	LEAQ (DI)(AX*1), R8
+	XNSKIP(2, xpptrs)
+	LEAQ (R8)(AX*1), R9
+	XNSKIP(3, xpptrs)
+	LEAQ (R9)(AX*1), R10
+	XNSKIP(4, xpptrs)
+	LEAQ (R10)(AX*1), R11
+	XNSKIP(5, xpptrs)
+	LEAQ (R11)(AX*1), R12
+	XNSKIP(6, xpptrs)
+	LEAQ (R12)(AX*1), R13
+	XNSKIP(7, xpptrs)
+	LEAQ (R13)(AX*1), BX
+
+xpptrs:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	SETUP
+	VPBROADCASTD q8Bias<>(SB), Z27
+	TESTQ CX, CX
+	JZ    xpdone
+
+xploop:
+	PWGROUP
+	PPAIR(DI, R8, Z0)
+	XNSKIP(2, xpnext)
+	PPAIR(R9, R10, Z1)
+	XNSKIP(4, xpnext)
+	PPAIR(R11, R12, Z2)
+	XNSKIP(6, xpnext)
+	PPAIR(R13, BX, Z3)
+
+xpnext:
+	ADDQ $272, SI
+	ADDQ $288, DI
+	ADDQ $288, R8
+	ADDQ $288, R9
+	ADDQ $288, R10
+	ADDQ $288, R11
+	ADDQ $288, R12
+	ADDQ $288, R13
+	ADDQ $288, BX
+	DECQ CX
+	JNZ  xploop
+
+xpdone:
+	VMOVDQU64     q8Unperm<>(SB), Y26
+	VEXTRACTF64X4 $1, Z0, Y4
+	VEXTRACTF64X4 $1, Z1, Y5
+	VEXTRACTF64X4 $1, Z2, Y6
+	VEXTRACTF64X4 $1, Z3, Y7
+	LANES(Y0, X0)
+	LANES(Y4, X4)
+	LANES(Y1, X1)
+	LANES(Y5, X5)
+	LANES(Y2, X2)
+	LANES(Y6, X6)
+	LANES(Y3, X3)
+	LANES(Y7, X7)
+	VZEROUPPER
+	MOVQ  out+64(FP), AX
+	MOVSS X0, 0(AX)
+	MOVSS X4, 4(AX)
+	MOVSS X1, 8(AX)
+	MOVSS X5, 12(AX)
+	MOVSS X2, 16(AX)
+	MOVSS X6, 20(AX)
+	MOVSS X3, 24(AX)
+	MOVSS X7, 28(AX)
+	RET

@@ -73,7 +73,8 @@ func BenchmarkQ8_0xN(b *testing.B) {
 // BenchmarkQ8_0xNStream is BenchmarkQ8_0xN over 64 MiB of rows, which
 // leave the caches between passes, as decode's matrices do: way=tile asks
 // for the next 16 rows during each pack, as the CPU backend does,
-// way=tile-nonext does not.
+// way=tile-nonext does not, and way=pre runs Q8_0xNPre on activations
+// prepared once per pass.
 func BenchmarkQ8_0xNStream(b *testing.B) {
 	k, ok := VectorKernels()
 	if !ok {
@@ -93,6 +94,7 @@ func BenchmarkQ8_0xNStream(b *testing.B) {
 	sums := make([]int32, len(x))
 	Q8_0Sums(x, sums)
 	out := make([]float32, Q8_0xNMax*Q8_0TileRows)
+	pre := make([]byte, Q8_0PreBytes(len(x)))
 	for n := 1; n <= Q8_0xNMax; n++ {
 		report := func(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows*n), "ns/col")
@@ -108,6 +110,23 @@ func BenchmarkQ8_0xNStream(b *testing.B) {
 			benchSinkF32 = out[0]
 			report(b)
 		})
+		if k.Q8_0xNPre != nil {
+			b.Run("n="+strconv.Itoa(n)+"/way=pre", func(b *testing.B) {
+				var o [8]float32
+				pb := Q8_0PreBytes(nb)
+				for b.Loop() {
+					// One preparation per pass, as the CPU backend makes
+					// one per product.
+					PrepareQ8_0(x[:n*nb], pre)
+					for i := range rows {
+						k.Q8_0xNPre(w[i*rowBytes:(i+1)*rowBytes], pre[:n*pb], n, &o)
+						out[i%16] = o[0]
+					}
+				}
+				benchSinkF32 = out[0]
+				report(b)
+			})
+		}
 		if k.Q8_0Tile == nil {
 			continue
 		}

@@ -25,6 +25,8 @@ type Kernels struct {
 	PackQ8_0Tile func(dst, w []byte, rowBytes int, next []byte)                       // packs the 16 rows w[i*rowBytes:(i+1)*rowBytes] (rowBytes = nb*34) into dst[:Q8_0TileBytes(nb)] (tile.go), asking the memory meanwhile for next (empty: none), the 16 rows the caller packs next; nil where the set has no tile kernel
 	Q8_0Tile     func(tile []byte, x []BlockQ8_0, sums []int32, n int, out []float32) // out[t*16+i] = Q8_0(row i, x[t*nb:(t+1)*nb]) bit for bit (codes in -127..127, Q8_0's precondition) for t < n, i < 16; sums = Q8_0Sums(x) (the avx2 set does not read it); nil where PackQ8_0Tile is
 
+	Q8_0xNPre func(w []byte, p []byte, n int, out *[8]float32) // out[t] = Q8_0(w, xt) bit for bit (codes in -127..127) for t < n, 1 ≤ n ≤ Q8_0xNMax, where p holds PrepareQ8_0 of the n activations xt of nb blocks one after the other, nb a multiple of Q8_0PreGroup; out[t] = 0 for t ≥ n; nil where the set has none
+
 	PackIQ2XXSTile func(dst, w []byte, rowBytes int, next []byte)        // packs the 16 rows w[i*rowBytes:(i+1)*rowBytes] (rowBytes = nb*66) into dst[:IQ2XXSTileBytes(nb)] (tile_iq2.go), asking for next as PackQ8_0Tile does; nil where the set has no IQ2_XXS tile kernel
 	IQ2XXSTile     func(tile []byte, y []BlockQ8K, n int, out []float32) // out[t*16+i] = IQ2XXS(row i, y[t*nb:(t+1)*nb]) bit for bit for t < n, i < 16 (y as IQ2XXS takes it); nil where PackIQ2XXSTile is
 

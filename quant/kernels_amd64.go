@@ -36,6 +36,7 @@ func avx512VNNIKernels(avx2 Kernels) Kernels {
 	k.Q8_0 = dotQ8_0AVX512
 	k.Q8_0x4 = dotQ8_0x4AVX512
 	k.Q8_0xN = dotQ8_0xNAVX512
+	k.Q8_0xNPre = dotQ8_0xNPreAVX512
 	k.PackQ8_0Tile = packQ8_0TileAVX512
 	k.Q8_0Tile = q8_0TileAVX512
 	k.PackQ2KTile = packQ2KTileAVX512

@@ -21,8 +21,9 @@ import (
 // (rows) give the same bits.
 
 // tileFields are the fields of quant.Kernels that the tests of this file
-// cover rather than kernelFields: a vector set may leave them nil.
-var tileFields = map[string]bool{"PackQ8_0Tile": true, "Q8_0Tile": true, "PackIQ2XXSTile": true, "IQ2XXSTile": true, "PackQ2KTile": true, "Q2KTile": true}
+// and dot_pre_test.go cover rather than kernelFields: a vector set may
+// leave them nil.
+var tileFields = map[string]bool{"Q8_0xNPre": true, "PackQ8_0Tile": true, "Q8_0Tile": true, "PackIQ2XXSTile": true, "IQ2XXSTile": true, "PackQ2KTile": true, "Q2KTile": true}
 
 // tileKind is one weight type's pair of tile fields in quant.Kernels.
 type tileKind struct {
