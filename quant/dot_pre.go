@@ -11,8 +11,8 @@ import (
 const Q8_0PreGroup = 8
 
 // q8_0PreGroupBytes is the size of one prepared group: eight float32
-// scales and eight blocks of 32 codes.
-const q8_0PreGroupBytes = Q8_0PreGroup * (4 + 32)
+// scales padded to a cache line and eight blocks of 32 codes.
+const q8_0PreGroupBytes = 64 + Q8_0PreGroup*32
 
 // Q8_0PreBytes returns the size in bytes of the prepared form of nb Q8_0
 // activation blocks.
@@ -23,8 +23,10 @@ func Q8_0PreBytes(nb int) int { return nb / Q8_0PreGroup * q8_0PreGroupBytes }
 // Q8_0PreGroup and dst is long enough.
 //
 // Each group of eight blocks becomes their eight scales, in the block order
-// 0 2 4 6 1 3 5 7 in which the AVX-512 kernels' lanes hold them, followed
-// by their codes plus 128 as unsigned bytes, 32 a block in block order.
+// 0 2 4 6 1 3 5 7 in which the AVX-512 kernels' lanes hold them, 32 bytes
+// of zeros, and their codes plus 128 as unsigned bytes, 32 a block in
+// block order: 320 bytes, so that each group of a buffer aligned to 64
+// bytes is too, and the kernel's 64-byte loads do not cross cache lines.
 // Preparing each activation once per product spares the kernel, once per
 // row, the scales' shuffles and the codes' sign handling.
 func PrepareQ8_0(x []BlockQ8_0, dst []byte) {
@@ -38,8 +40,9 @@ func PrepareQ8_0(x []BlockQ8_0, dst []byte) {
 		for i, b := range [Q8_0PreGroup]int{0, 2, 4, 6, 1, 3, 5, 7} {
 			binary.LittleEndian.PutUint32(d[4*i:], math.Float32bits(xs[b].D))
 		}
+		clear(d[32:64])
 		for b := range xs {
-			c := d[32+32*b : 64+32*b]
+			c := d[64+32*b : 96+32*b]
 			for i, q := range xs[b].Qs {
 				c[i] = byte(q) ^ 0x80
 			}

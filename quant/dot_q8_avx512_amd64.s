@@ -683,8 +683,9 @@ xndone:
 
 // The prepared n-token kernel, n from 1 to 8, takes its activations in the
 // form PrepareQ8_0 gives them (dot_pre.go): per group of eight blocks the
-// eight scales in π order, then the codes plus 128, unsigned, 32 bytes a
-// block with no scale between. It is faster than the n-token kernel
+// eight scales in π order in the first 32 of 64 bytes, then the codes plus
+// 128, unsigned, 32 bytes a block with no scale between, so that on a
+// 64-byte aligned buffer no load crosses a cache line. It is faster than the n-token kernel
 // above for three reasons. The activation's codes are unsigned, so
 // VPDPBUSD takes them as they are against the signed weight codes: the
 // weight, not each activation, bears the sign, and the accumulator starts
@@ -698,6 +699,12 @@ xndone:
 // register for the even one and the high for the odd one, each lane the
 // same operations on the same operands as the n-token kernel's, so every
 // activation's result is its single-token one bit for bit.
+//
+// The kernel asks for the weights 4 KB ahead, the next row's when the
+// rows are about that long: a batched decode streams the rows from page
+// cache mappings of 4 KB pages, at whose boundaries the hardware
+// prefetchers stop, and without the requests the kernel ran slower in the
+// engine than the tile kernels, whose packs make such requests.
 //
 // Register use: Z0..Z3 accumulate the pairs of activations (0,1) .. (6,7),
 // Z4..Z7 hold the current eight weight blocks (two per register, signed),
@@ -737,10 +744,10 @@ GLOBL q8Bias<>(SB), RODATA|NOPTR, $4
 // PAGROUP sums the eight prepared activation blocks of the group at 0(XP)
 // and leaves in Q what X4AHALF leaves: two of the three reduction levels.
 #define PAGROUP(XP, Q) \
-	PA2(XP, 32, Z12, Z4, Z8, Z16) \
-	PA2(XP, 96, Z13, Z5, Z9, Z17) \
-	PA2(XP, 160, Z14, Z6, Z10, Z18) \
-	PA2(XP, 224, Z15, Z7, Z11, Z19) \
+	PA2(XP, 64, Z12, Z4, Z8, Z16) \
+	PA2(XP, 128, Z13, Z5, Z9, Z17) \
+	PA2(XP, 192, Z14, Z6, Z10, Z18) \
+	PA2(XP, 256, Z15, Z7, Z11, Z19) \
 	VPUNPCKLDQ  Z17, Z16, Z12 \
 	VPUNPCKHDQ  Z17, Z16, Z16 \
 	VPADDD      Z12, Z16, Z16 \
@@ -781,7 +788,7 @@ TEXT ·dotQ8_0xNPreAVX512Asm(SB), NOSPLIT, $0-72
 	MOVQ ng+48(FP), CX
 	MOVQ n+56(FP), DX
 	MOVQ CX, AX
-	IMULQ $288, AX
+	IMULQ $320, AX
 
 	MOVQ DI, R8
 	MOVQ DI, R9
@@ -817,6 +824,11 @@ xpptrs:
 
 xploop:
 	PWGROUP
+	PREFETCHT0 4096(SI)
+	PREFETCHT0 4160(SI)
+	PREFETCHT0 4224(SI)
+	PREFETCHT0 4288(SI)
+	PREFETCHT0 4367(SI)
 	PPAIR(DI, R8, Z0)
 	XNSKIP(2, xpnext)
 	PPAIR(R9, R10, Z1)
@@ -827,14 +839,14 @@ xploop:
 
 xpnext:
 	ADDQ $272, SI
-	ADDQ $288, DI
-	ADDQ $288, R8
-	ADDQ $288, R9
-	ADDQ $288, R10
-	ADDQ $288, R11
-	ADDQ $288, R12
-	ADDQ $288, R13
-	ADDQ $288, BX
+	ADDQ $320, DI
+	ADDQ $320, R8
+	ADDQ $320, R9
+	ADDQ $320, R10
+	ADDQ $320, R11
+	ADDQ $320, R12
+	ADDQ $320, R13
+	ADDQ $320, BX
 	DECQ CX
 	JNZ  xploop
 

@@ -14,26 +14,32 @@ import (
 
 // BenchmarkMatMulQ8_0Decode is a batched decode step's output head in
 // small: 32768 rows of 4096 Q8_0 weights (136 MiB, past the caches) times
-// n = 1..8 inputs on every worker, way=tile with the kernel set's tile
-// kernels from tileMinQ8_0 inputs on, way=xn with Q8_0xN for every n (the
-// set without its tiles). ns/col is the time per row and input; MB/s
-// counts the weights once per call, cpu-ns/col the process's CPU time
-// per row and input, which other processes on a shared machine disturb
-// less than the elapsed time.
+// n = 1..8 inputs on every worker, way=pre with the kernel set as it is
+// (Q8_0xNPre from preMinQ8_0 to preMaxQ8_0 inputs, where it has it),
+// way=tile without Q8_0xNPre (the tiles from tileMinQ8_0 inputs on),
+// way=xn with Q8_0xN for every n (the set without its tiles either).
+// ns/col is the time per row and input; MB/s counts the weights once per
+// call, cpu-ns/col the process's CPU time per row and input, which other
+// processes on a shared machine disturb less than the elapsed time.
 func BenchmarkMatMulQ8_0Decode(b *testing.B) {
 	const cols, rows = 4096, 32768
 	w := benchWeights(b, quant.Q8_0, cols, rows)
 	x := randVec(newRand(1), quant.Q8_0xNMax*cols, 1)
 	dst := make([]float32, quant.Q8_0xNMax*rows)
-	k := quant.BestKernels()
+	pre := quant.BestKernels()
+	k := pre
+	k.Q8_0xNPre = nil
 	xn := k
 	xn.PackQ8_0Tile, xn.Q8_0Tile = nil, nil
 	for n := 1; n <= quant.Q8_0xNMax; n++ {
 		for _, way := range []struct {
 			name string
 			k    quant.Kernels
-		}{{"tile", k}, {"xn", xn}} {
+		}{{"pre", pre}, {"tile", k}, {"xn", xn}} {
 			if n < tileMinQ8_0 && way.name == "xn" {
+				continue // the same path as way=tile
+			}
+			if way.name == "pre" && (pre.Q8_0xNPre == nil || n < preMinQ8_0 || n > preMaxQ8_0) {
 				continue // the same path as way=tile
 			}
 			b.Run(fmt.Sprintf("n=%d/way=%s", n, way.name), func(b *testing.B) {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/quant"
@@ -302,6 +303,8 @@ type matJob struct {
 	qstart []int               // first owned input of each product, then the total
 	q80    []quant.BlockQ8_0
 	q80sum []int32 // each block of q80's code sum, for the tile kernel
+	q80pre []byte  // q80 as quant.PrepareQ8_0 prepares it, from a 64-byte boundary of pre, for Q8_0xNPre
+	pre    []byte
 	q8k    []quant.BlockQ8K
 	tiles  *sync.Pool // the backend's *tileScratch
 	quads  []quadOut  // each task's four-token and F16x2x3 kernel results
@@ -428,6 +431,9 @@ func (b *Backend) run(j *matJob, ps []backends.Product) {
 		nb := p.N * w.Cols / kind.blockLen()
 		j.own[i] = true
 		if kind == actQ8_0 {
+			// Whole groups keep every prepared input on a cache line
+			// boundary.
+			n80 = (n80 + quant.Q8_0PreGroup - 1) &^ (quant.Q8_0PreGroup - 1)
 			j.off[i], n80 = n80, n80+nb
 		} else {
 			j.off[i], n8k = n8k, n8k+nb
@@ -438,6 +444,12 @@ func (b *Backend) run(j *matJob, ps []backends.Product) {
 	j.q80 = grow(j.q80, n80)
 	if b.k.Q8_0Tile != nil {
 		j.q80sum = grow(j.q80sum, n80)
+	}
+	if b.k.Q8_0xNPre != nil {
+		n := preOff(n80)
+		j.pre = grow(j.pre, n+63)
+		a := int(-uintptr(unsafe.Pointer(unsafe.SliceData(j.pre))) & 63)
+		j.q80pre = j.pre[a : a+n]
 	}
 	j.q8k = grow(j.q8k, n8k)
 	// Each input a product owns is quantized once, on the workers when
@@ -494,6 +506,9 @@ func (j *matJob) quantize(p *backends.Product, off, t int) {
 		if j.useTile(p) {
 			quant.Q8_0Sums(q, j.q80sum[off+t*nb:off+(t+1)*nb])
 		}
+		if j.usePre(p) {
+			quant.PrepareQ8_0(q, j.q80pre[preOff(off+t*nb):preOff(off+(t+1)*nb)])
+		}
 	case actQ8K:
 		nb := cols / quant.QK_K
 		quant.QuantizeQ8K(p.X[t*xs:t*xs+cols], j.q8k[off+t*nb:off+(t+1)*nb])
@@ -546,9 +561,14 @@ func (j *matJob) Run(i int) {
 			// beats packing the rows for the tile kernel.
 			nb := cols / 32
 			out8 := &j.quads[i].v8
+			pre := j.usePre(p)
 			for ; t < p.N; t += quant.Q8_0xNMax {
 				m := min(quant.Q8_0xNMax, p.N-t)
-				j.k.Q8_0xN(row, j.q80[off+t*nb:off+(t+m)*nb], m, out8)
+				if pre {
+					j.k.Q8_0xNPre(row, j.q80pre[preOff(off+t*nb):preOff(off+(t+m)*nb)], m, out8)
+				} else {
+					j.k.Q8_0xN(row, j.q80[off+t*nb:off+(t+m)*nb], m, out8)
+				}
 				for u, v := range out8[:m] {
 					p.Dst[(t+u)*ds+r] = v
 				}
@@ -662,7 +682,8 @@ func (j *matJob) runF16x2x3(p *backends.Product, r0, r1 int, out *[6]float32) in
 // its inputs: with rows streaming from memory, as in a batched decode
 // step, it beats the tiles at two and three inputs and loses from four on
 // (quant's BenchmarkQ8_0xNStream), the pack's pass over the rows no longer
-// paying for itself below that.
+// paying for itself below that. Where the set has Q8_0xNPre, it takes the
+// Q8_0 products of preMinQ8_0 to preMaxQ8_0 inputs from both (usePre).
 const (
 	tileMinQ8_0   = 4
 	tileMinIQ2XXS = 2
@@ -673,7 +694,7 @@ const (
 func (j *matJob) useTile(p *backends.Product) bool {
 	switch p.W.Type {
 	case quant.Q8_0:
-		return p.N >= tileMinQ8_0 && j.k.Q8_0Tile != nil
+		return p.N >= tileMinQ8_0 && j.k.Q8_0Tile != nil && !j.usePre(p)
 	case quant.IQ2_XXS:
 		return p.N >= tileMinIQ2XXS && j.k.IQ2XXSTile != nil
 	case quant.Q2_K:
@@ -681,6 +702,28 @@ func (j *matJob) useTile(p *backends.Product) bool {
 	}
 	return false
 }
+
+// usePre reports whether the rows of p run on Q8_0xNPre: a Q8_0 product
+// of preMinQ8_0 to preMaxQ8_0 inputs whose rows are whole groups of
+// prepared blocks, where the kernel set has the kernel. With rows
+// streaming from memory, as in a batched decode step, it beats Q8_0xN and
+// the tiles at every count it takes (quant's BenchmarkQ8_0xNStream,
+// BenchmarkMatMulQ8_0Decode); a product of more inputs, prefill's, runs
+// on the tiles, whose pack is then repaid many times over.
+func (j *matJob) usePre(p *backends.Product) bool {
+	return p.W.Type == quant.Q8_0 && p.N >= preMinQ8_0 && p.N <= preMaxQ8_0 &&
+		j.k.Q8_0xNPre != nil && p.W.Cols%(32*quant.Q8_0PreGroup) == 0
+}
+
+// The input counts of a Q8_0 product that run on Q8_0xNPre (usePre).
+const (
+	preMinQ8_0 = 2
+	preMaxQ8_0 = quant.Q8_0xNMax
+)
+
+// preOff returns the offset in matJob.q80pre of the prepared block that
+// is block b of q80, b a multiple of quant.Q8_0PreGroup.
+func preOff(b int) int { return b * (quant.Q8_0PreBytes(quant.Q8_0PreGroup) / quant.Q8_0PreGroup) }
 
 // tileScratch is one task's packed rows and results for a tile kernel.
 type tileScratch struct {

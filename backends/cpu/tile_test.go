@@ -15,8 +15,11 @@ import (
 // decode runs) per row and input on the same quantized inputs, bit for
 // bit: in full tiles, in the rows past the last one, below and above each
 // type's threshold (Q8_0 below it: the multi-token row kernel Q8_0xN, of
-// up to eight tokens a call, which the pure-Go set also runs above it),
-// and with strided inputs and outputs in a batch.
+// up to eight tokens a call, which the pure-Go set also runs above it;
+// Q8_0 of rows of whole prepared groups: Q8_0xNPre from preMinQ8_0 to
+// preMaxQ8_0 inputs where the set has it, rows of 512 elements, and
+// Q8_0xN or the tiles on rows of 288, which are not whole groups), and
+// with strided inputs and outputs in a batch.
 func TestMatMulTile(t *testing.T) {
 	const rows = 3*quant.Q8_0TileRows + 5
 	sets := append([]quant.Kernels{quant.GenericKernels()}, quant.VectorKernelSets()...)
@@ -27,12 +30,8 @@ func TestMatMulTile(t *testing.T) {
 		tile func(quant.Kernels) bool
 		dot  func(k quant.Kernels, row []byte, x []float32) float32
 	}{
-		{quant.Q8_0, 512, tileMinQ8_0, func(k quant.Kernels) bool { return k.Q8_0Tile != nil },
-			func(k quant.Kernels, row []byte, x []float32) float32 {
-				q := make([]quant.BlockQ8_0, len(x)/32)
-				quant.QuantizeQ8_0(x, q)
-				return k.Q8_0(row, q)
-			}},
+		{quant.Q8_0, 512, tileMinQ8_0, func(k quant.Kernels) bool { return k.Q8_0Tile != nil }, dotQ8_0},
+		{quant.Q8_0, 288, tileMinQ8_0, func(k quant.Kernels) bool { return k.Q8_0Tile != nil }, dotQ8_0},
 		{quant.IQ2_XXS, 768, tileMinIQ2XXS, func(k quant.Kernels) bool { return k.IQ2XXSTile != nil },
 			func(k quant.Kernels, row []byte, x []float32) float32 {
 				q := make([]quant.BlockQ8K, len(x)/quant.QK_K)
@@ -60,8 +59,11 @@ func TestMatMulTile(t *testing.T) {
 			if tc.min > 3 { // Q8_0 below the tiles: Q8_0xN of 2 and 3 tokens
 				ns = append([]int{2}, ns...)
 			}
+			if tc.typ == quant.Q8_0 { // both ends of Q8_0xNPre's range and past it
+				ns = append(ns, preMinQ8_0, preMaxQ8_0, preMaxQ8_0+1)
+			}
 			for _, n := range ns {
-				t.Run(fmt.Sprintf("%v/kernels=%s/n=%d", tc.typ, k.Name, n), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%v/cols=%d/kernels=%s/n=%d", tc.typ, tc.cols, k.Name, n), func(t *testing.T) {
 					cols := tc.cols
 					xs, ds := cols+24, rows+3
 					x := randVec(newRand(uint64(n)), (n-1)*xs+cols, 1)
@@ -99,4 +101,11 @@ func TestMatMulTile(t *testing.T) {
 			}
 		}
 	}
+}
+
+// dotQ8_0 is k's Q8_0 of a row and x quantized, decode's product.
+func dotQ8_0(k quant.Kernels, row []byte, x []float32) float32 {
+	q := make([]quant.BlockQ8_0, len(x)/32)
+	quant.QuantizeQ8_0(x, q)
+	return k.Q8_0(row, q)
 }
