@@ -19,8 +19,8 @@ import (
 )
 
 // flashSlice returns a 2-layer real-shape Flash slice: the file named by
-// DS4_FLASH_SLICE, or one synthesized once into the benchmark's temp dir
-// (5.5 GB, about 20 s).
+// DS4_FLASH_SLICE, or one synthesized once into sliceDir (5.5 GB, about
+// 20 s), which TestMain removes when the test binary ends.
 var flashSlice = sync.OnceValues(func() (string, error) {
 	if p := os.Getenv("DS4_FLASH_SLICE"); p != "" {
 		return p, nil
@@ -29,12 +29,24 @@ var flashSlice = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	sliceDir = dir
 	p := layout.Flash()
 	p.SetLayers(2)
 	path := filepath.Join(dir, "flash2.gguf")
 	_, err = synth.WriteFile(path, synth.Options{Params: p, Recipe: layout.RecipeQ2, Seed: 1})
 	return path, err
 })
+
+// sliceDir is the directory flashSlice synthesized its slice in, if any.
+var sliceDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sliceDir != "" {
+		os.RemoveAll(sliceDir)
+	}
+	os.Exit(code)
+}
 
 // openFlash opens the Flash slice with its weights pinned in memory
 // (harness.LockWeights does the same for ds4-bench): on a machine that
