@@ -1,7 +1,6 @@
 package quant_test
 
 import (
-	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -25,7 +24,6 @@ func TestQ8_0xNPreMatchesSingle(t *testing.T) {
 	a := x4Cases(rand.New(rand.NewPCG(9, 1)), f, sizes, extreme)
 	b := x4Cases(rand.New(rand.NewPCG(9, 2)), f, sizes, extreme)
 	require.Equal(t, len(a), len(b))
-	gen := quant.GenericKernels()
 	var ran bool
 	for _, k := range kernelSets() {
 		if k.Q8_0xNPre == nil {
@@ -33,37 +31,11 @@ func TestQ8_0xNPreMatchesSingle(t *testing.T) {
 		}
 		ran = true
 		t.Run(k.Name, func(t *testing.T) {
-			for i := range a {
-				acts := append(a[i].act[:], b[i].act[:]...)
-				nb := len(acts[0].q80)
-				x := make([]quant.BlockQ8_0, 0, quant.Q8_0xNMax*nb)
-				for _, c := range acts {
-					x = append(x, c.q80...)
-				}
+			checkXN(t, f, k, "Q8_0xNPre", a, b, func(w []byte, x []quant.BlockQ8_0, n int, out *[8]float32) {
 				p := make([]byte, quant.Q8_0PreBytes(len(x)))
 				quant.PrepareQ8_0(x, p)
-				pb := quant.Q8_0PreBytes(nb)
-				for n := 1; n <= quant.Q8_0xNMax; n++ {
-					out := [8]float32{1, 2, 3, 4, 5, 6, 7, 8}
-					k.Q8_0xNPre(a[i].w, p[:n*pb], n, &out)
-					for tok := range quant.Q8_0xNMax {
-						if tok >= n {
-							require.Zero(t, math.Float32bits(out[tok]), "%s n=%d: out[%d] past n", a[i].name, n, tok)
-							continue
-						}
-						c := acts[tok]
-						c.w = a[i].w
-						want := k.Q8_0(c.w, c.q80)
-						if !(isNaN32(want) && isNaN32(out[tok])) {
-							require.Equal(t, math.Float32bits(want), math.Float32bits(out[tok]),
-								"%s n=%d token %d: Q8_0xNPre %v, Q8_0 %v", a[i].name, n, tok, out[tok], want)
-						}
-						if !nonFinite(want) {
-							f.compare(t, &c, gen.Q8_0(c.w, c.q80), out[tok])
-						}
-					}
-				}
-			}
+				k.Q8_0xNPre(w, p, n, out)
+			})
 		})
 	}
 	if !ran {

@@ -28,38 +28,51 @@ func TestQ8_0xNMatchesSingle(t *testing.T) {
 	a := x4Cases(rand.New(rand.NewPCG(8, 1)), f, sizes, bf.extremeSizes)
 	b := x4Cases(rand.New(rand.NewPCG(8, 2)), f, sizes, bf.extremeSizes)
 	require.Equal(t, len(a), len(b))
-	gen := quant.GenericKernels()
 	for _, k := range kernelSets() {
 		t.Run(k.Name, func(t *testing.T) {
-			for i := range a {
-				acts := append(a[i].act[:], b[i].act[:]...)
-				nb := len(acts[0].q80)
-				x := make([]quant.BlockQ8_0, 0, quant.Q8_0xNMax*nb)
-				for _, c := range acts {
-					x = append(x, c.q80...)
+			checkXN(t, f, k, "Q8_0xN", a, b, func(w []byte, x []quant.BlockQ8_0, n int, out *[8]float32) {
+				k.Q8_0xN(w, x, n, out)
+			})
+		})
+	}
+}
+
+// checkXN holds run, a product of one Q8_0 row by n activations given as
+// their blocks one after the other, for every n from 1 to
+// quant.Q8_0xNMax, to the set k's Q8_0 on each activation bit for bit and
+// to the pure-Go DotQ8_0 within f's bound, on the case pairs a[i], b[i]
+// (whose eight activations share a row); outputs past n must be zero, and
+// where NaNs meet any NaN matches. name names run in messages.
+func checkXN(t *testing.T, f *kernelField, k quant.Kernels, name string, a, b []x4Case, run func(w []byte, x []quant.BlockQ8_0, n int, out *[8]float32)) {
+	t.Helper()
+	gen := quant.GenericKernels()
+	for i := range a {
+		acts := append(a[i].act[:], b[i].act[:]...)
+		nb := len(acts[0].q80)
+		x := make([]quant.BlockQ8_0, 0, quant.Q8_0xNMax*nb)
+		for _, c := range acts {
+			x = append(x, c.q80...)
+		}
+		for n := 1; n <= quant.Q8_0xNMax; n++ {
+			out := [8]float32{1, 2, 3, 4, 5, 6, 7, 8}
+			run(a[i].w, x[:n*nb], n, &out)
+			for tok := range quant.Q8_0xNMax {
+				if tok >= n {
+					require.Zero(t, math.Float32bits(out[tok]), "%s n=%d: out[%d] past n", a[i].name, n, tok)
+					continue
 				}
-				for n := 1; n <= quant.Q8_0xNMax; n++ {
-					out := [8]float32{1, 2, 3, 4, 5, 6, 7, 8}
-					k.Q8_0xN(a[i].w, x[:n*nb], n, &out)
-					for tok := range quant.Q8_0xNMax {
-						if tok >= n {
-							require.Zero(t, math.Float32bits(out[tok]), "%s n=%d: out[%d] past n", a[i].name, n, tok)
-							continue
-						}
-						c := acts[tok]
-						c.w = a[i].w
-						want := k.Q8_0(c.w, c.q80)
-						if !(isNaN32(want) && isNaN32(out[tok])) {
-							require.Equal(t, math.Float32bits(want), math.Float32bits(out[tok]),
-								"%s n=%d token %d: Q8_0xN %v, Q8_0 %v", a[i].name, n, tok, out[tok], want)
-						}
-						if !nonFinite(want) {
-							f.compare(t, &c, gen.Q8_0(c.w, c.q80), out[tok])
-						}
-					}
+				c := acts[tok]
+				c.w = a[i].w
+				want := k.Q8_0(c.w, c.q80)
+				if !(isNaN32(want) && isNaN32(out[tok])) {
+					require.Equal(t, math.Float32bits(want), math.Float32bits(out[tok]),
+						"%s n=%d token %d: %s %v, Q8_0 %v", a[i].name, n, tok, name, out[tok], want)
+				}
+				if !nonFinite(want) {
+					f.compare(t, &c, gen.Q8_0(c.w, c.q80), out[tok])
 				}
 			}
-		})
+		}
 	}
 }
 
