@@ -164,8 +164,11 @@ type Cache struct {
 	closed  bool
 	hits    int64
 	misses  int64
-	fetched int64          // experts read by Prefetch
-	bg      sync.WaitGroup // Prefetch's reads in flight
+	fetched int64           // experts read by Prefetch
+	queue   []queued        // Prefetch's reads not started yet, in the order asked
+	active  int             // Prefetch's readers running
+	onRead  func(il, e int) // tests: called as a Prefetch read starts
+	bg      sync.WaitGroup  // Prefetch's readers
 	read    int64
 	lat     []time.Duration // ring of recent read latencies
 	latNext int
@@ -274,9 +277,12 @@ func (c *Cache) Stats() Stats {
 // Prefetch starts reading those of layer il's experts that are not
 // resident into free slots, without waiting for the reads or pinning the
 // experts: an Acquire of them soon after finds them resident, or waits
-// for the read in flight. It reads only as many as it can place without
-// evicting an expert needed sooner (by the Layered policy's order; by
-// the others', any unpinned one), and ignores experts out of range.
+// for the read in flight, or reads them itself if their turn has not
+// come. The reads start in the order Prefetch asked for them, after
+// those asked before, at most Options.Readers at once. It reads only as
+// many as it can place without evicting an expert needed sooner (by the
+// Layered policy's order; by the others', any unpinned one), and ignores
+// experts out of range.
 func (c *Cache) Prefetch(il int, experts []int) {
 	if il < 0 || il >= len(c.layers) {
 		return
@@ -286,7 +292,6 @@ func (c *Cache) Prefetch(il int, experts []int) {
 		c.mu.Unlock()
 		return
 	}
-	var loads []load
 	for _, e := range experts {
 		if e < 0 || e >= c.layers[il].Experts || c.where[il][e] >= 0 {
 			continue
@@ -308,25 +313,62 @@ func (c *Cache) Prefetch(il int, experts []int) {
 		*s = slot{state: slotLoading, layer: il, exp: e, pins: 1, used: c.tick}
 		c.where[il][e] = int32(si)
 		c.fetched++
-		loads = append(loads, load{s: si, exp: e})
+		c.queue = append(c.queue, queued{il: il, ld: load{s: si, exp: e}})
 	}
-	if len(loads) == 0 {
-		c.mu.Unlock()
-		return
+	for c.active < c.readers && c.active < len(c.queue) {
+		c.active++
+		c.bg.Add(1)
+		go c.prefetchReader()
 	}
-	c.bg.Add(1)
 	c.mu.Unlock()
-	go func() {
-		defer c.bg.Done()
-		c.readAll(il, loads)
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.finish(loads)
-		for _, ld := range loads {
-			c.slots[ld.s].pins--
+}
+
+// queued is a read Prefetch asked for: expert ld.exp of layer il into
+// slot ld.s, which it pins.
+type queued struct {
+	il int
+	ld load
+}
+
+// prefetchReader reads the queue's experts, first asked first read,
+// until the queue is empty. Reading in the order asked, rather than all
+// at once, finishes the reads of the layer that runs first first: a
+// layer's Acquire waits only for its own experts, not for a share of the
+// disk with later layers'.
+func (c *Cache) prefetchReader() {
+	defer c.bg.Done()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.queue) > 0 && !c.closed {
+		q := c.queue[0]
+		c.queue = slices.Delete(c.queue, 0, 1)
+		c.mu.Unlock()
+		if c.onRead != nil {
+			c.onRead(q.il, q.ld.exp)
 		}
+		ld := [1]load{q.ld}
+		c.readOne(q.il, &ld[0])
+		c.mu.Lock()
+		c.finish(ld[:])
+		c.slots[q.ld.s].pins--
 		c.cond.Broadcast()
-	}()
+	}
+	c.active--
+}
+
+// takeQueued moves the reads of layer il's experts still in Prefetch's
+// queue to loads, marked as the queue's: the Acquire that wants them
+// reads them itself rather than wait for their turn; c.mu is held.
+func (c *Cache) takeQueued(il int, experts []int, loads []load) []load {
+	c.queue = slices.DeleteFunc(c.queue, func(q queued) bool {
+		if q.il != il || !slices.Contains(experts, q.ld.exp) {
+			return false
+		}
+		q.ld.queued = true
+		loads = append(loads, q.ld)
+		return true
+	})
+	return loads
 }
 
 // distance is how many layers the forward pass runs, after the layer
@@ -362,6 +404,9 @@ type load struct {
 	err   error
 	dur   time.Duration
 	bytes int64 // read from the file, alignment padding included
+	// queued marks a read taken from Prefetch's queue, whose pin the
+	// reader drops when done.
+	queued bool
 }
 
 // Acquire makes layer il's experts resident, pins them and sets dst[i] to
@@ -402,6 +447,7 @@ func (c *Cache) Acquire(il int, experts []int, dst []Expert) error {
 		}
 		c.cond.Wait() // too few unpinned slots: wait for a Release
 	}
+	loads = c.takeQueued(il, experts, loads)
 	c.mu.Unlock()
 	if len(loads) > 0 {
 		c.readAll(il, loads)
@@ -409,6 +455,11 @@ func (c *Cache) Acquire(il int, experts []int, dst []Expert) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	err := c.finish(loads)
+	for _, ld := range loads {
+		if ld.queued {
+			c.slots[ld.s].pins--
+		}
+	}
 	if len(loads) > 0 {
 		c.cond.Broadcast()
 	}

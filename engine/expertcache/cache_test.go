@@ -445,6 +445,59 @@ func TestCachePrefetchFirstPass(t *testing.T) {
 	require.Equal(t, [3]int64{2, 0, 2}, [3]int64{st.Hits, st.Misses, st.Prefetched})
 }
 
+// TestCachePrefetchOrder checks that prefetched experts are read in the
+// order asked, across calls and layers, so that the layer that runs first
+// gets its experts first.
+func TestCachePrefetchOrder(t *testing.T) {
+	path, layers := testFile(t, t.TempDir())
+	c, err := Open(path, layers, Options{Slots: 8, Readers: 1})
+	require.NoError(t, err)
+	defer c.Close()
+	var order [][2]int
+	c.onRead = func(il, e int) { order = append(order, [2]int{il, e}) } // one reader: no race
+	c.Prefetch(0, []int{1, 2})
+	c.Prefetch(2, []int{3})
+	c.Prefetch(0, []int{4, 1})
+	c.Prefetch(2, []int{0})
+	c.bg.Wait()
+	require.Equal(t, [][2]int{{0, 1}, {0, 2}, {2, 3}, {0, 4}, {2, 0}}, order)
+	dst := make([]Expert, 3)
+	acquireChecked(t, c, layers, 0, []int{4, 2, 1}, dst)
+	acquireChecked(t, c, layers, 2, []int{0, 3}, dst)
+	st := c.Stats()
+	require.Equal(t, [3]int64{5, 0, 5}, [3]int64{st.Hits, st.Misses, st.Prefetched})
+}
+
+// TestCacheAcquireTakesQueued checks that an Acquire of experts whose
+// prefetch has not started reads them itself, with the right bytes, and
+// that the queue's pins are dropped once read.
+func TestCacheAcquireTakesQueued(t *testing.T) {
+	path, layers := testFile(t, t.TempDir())
+	c, err := Open(path, layers, Options{Slots: 8, Readers: 1})
+	require.NoError(t, err)
+	defer c.Close()
+	started, resume := make(chan int, 8), make(chan struct{})
+	c.onRead = func(_, e int) {
+		started <- e
+		<-resume
+	}
+	c.Prefetch(2, []int{1, 2, 3})
+	require.Equal(t, 1, <-started) // the one reader holds expert 1's read
+	dst := make([]Expert, 2)
+	require.NoError(t, c.Acquire(2, []int{3, 5}, dst))
+	checkView(t, layers[2], 3, dst[0])
+	checkView(t, layers[2], 5, dst[1])
+	c.Release(2, []int{3, 5})
+	close(resume)
+	c.bg.Wait()
+	require.Equal(t, 2, <-started)
+	require.Empty(t, started, "expert 3 was read by the Acquire, not the queue")
+	require.Zero(t, pinned(c))
+	acquireChecked(t, c, layers, 2, []int{1, 2}, dst)
+	st := c.Stats()
+	require.Equal(t, [3]int64{3, 1, 3}, [3]int64{st.Hits, st.Misses, st.Prefetched})
+}
+
 // TestCachePrefetchConcurrent mixes prefetches, acquires and a Close
 // with reads in flight (run it with -race).
 func TestCachePrefetchConcurrent(t *testing.T) {
