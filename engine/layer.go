@@ -152,6 +152,9 @@ func (f *pass) run() error {
 		f.prefetchHash()
 	}
 	for il := range f.m.Layers {
+		if f.m.experts != nil && f.m.prefetch {
+			f.prefetchRouted(il)
+		}
 		f.attention(il)
 		if err := f.ffn(il); err != nil {
 			// The pass's earlier layers are half-updated.

@@ -14,8 +14,10 @@ type StreamOptions struct {
 	Slots  int                // experts the cache holds, at least 1; more than the model has counts as all
 	Direct bool               // read with O_DIRECT where the file system allows it
 	Policy expertcache.Policy // eviction policy; the zero value is expertcache.Layered
-	// NoPrefetch turns off reading the hash layers' experts, which the
-	// token ids name, ahead of their turn at the start of each chunk.
+	// NoPrefetch turns off reading experts ahead of their turn: the hash
+	// layers', which the token ids name, at the start of each pass, and
+	// the routed layers', which each layer's router guesses from the
+	// layer's input before its attention runs.
 	NoPrefetch bool
 }
 
@@ -169,4 +171,33 @@ func (f *pass) routedStreaming(il int, l *Layer, in []float32, ps []backends.Pro
 		c.Release(il, grp)
 	}
 	return nil
+}
+
+// prefetchRouted asks the expert cache to read ahead the experts layer
+// il's router would choose for the pass's rows if its FFN ran on their
+// present state: the layer's input, before its attention has added to it.
+// The guess costs two small products (the FFN's HC mix and the router)
+// and is only a hint: the layer's Acquire still asks for what the router
+// chooses after the attention.
+func (f *pass) prefetchRouted(il int) {
+	m, p, sc, n := f.m, f.m.Params, f.sc, f.n
+	l := &m.Layers[il]
+	if l.Tid2Eid != nil {
+		return
+	}
+	f.hcMixes(l.HCFFNFn)
+	f.eachToken(stepFFNPre, l, n, 0)
+	f.be.MatMul(sc.logit[:n*p.Experts], l.GateInp, sc.a[:n*p.Embd], n)
+	k := p.ExpertsUsed
+	prob := sc.prob[:p.Experts]
+	clear(sc.count)
+	for i := range n {
+		sel := sc.sel[i*k : (i+1)*k]
+		f.be.RouterProbs(prob, sc.logit[i*p.Experts:(i+1)*p.Experts])
+		f.be.SelectExperts(sel, prob, l.ExpBias)
+		for _, e := range sel {
+			sc.count[e] = 1
+		}
+	}
+	m.experts.Prefetch(il, usedExperts(sc.ids[:0], sc.count))
 }

@@ -102,12 +102,54 @@ func TestStreamLogitsBitIdentical(t *testing.T) {
 					}
 					st := m.ExpertCache().Stats()
 					require.LessOrEqual(t, st.Slots, 6*8)
-					require.Positive(t, st.Misses)
+					require.Positive(t, st.Misses+st.Prefetched)
 					if slots >= 6*8 {
-						require.LessOrEqual(t, st.Misses, int64(6*8), "with room for all, each expert is read once")
+						require.LessOrEqual(t, st.Misses+st.Prefetched, int64(6*8), "with room for all, each expert is read once")
 					}
 				})
 			}
+		}
+	}
+}
+
+// TestStreamPrefetchesRoutedLayers checks that a decode step on a cold
+// cache reads ahead not only the hash layers' experts, which its token
+// names, but also, for each routed layer, the experts its router picks
+// from the layer's input, and that the step then uses some of those;
+// NoPrefetch turns both off.
+func TestStreamPrefetchesRoutedLayers(t *testing.T) {
+	be := cpu.New(2)
+	defer be.Close()
+	path := tinyFile(t, layout.RecipeQ2)
+	for _, tok := range testTokens(4, 1024) {
+		for _, noPrefetch := range []bool{false, true} {
+			m := openStreamed(t, path, Open, StreamOptions{Slots: 48, NoPrefetch: noPrefetch})
+			s, err := NewSession(m, be, Options{Context: 256})
+			require.NoError(t, err)
+			require.NoError(t, s.Decode(tok))
+			st := m.ExpertCache().Stats()
+			k := m.Params.ExpertsUsed
+			hash, routed := 0, 0
+			for _, l := range m.Layers {
+				if l.Tid2Eid == nil {
+					routed++
+					continue
+				}
+				seen := map[int32]bool{}
+				for _, e := range l.Tid2Eid[tok*k : (tok+1)*k] {
+					seen[e] = true
+				}
+				hash += len(seen)
+			}
+			require.Positive(t, routed)
+			if noPrefetch {
+				require.Zero(t, st.Prefetched)
+				require.Zero(t, st.Hits)
+				continue
+			}
+			require.Equal(t, int64(hash+routed*k), st.Prefetched, "token %d: every hash expert and k guesses a routed layer", tok)
+			require.Greater(t, st.Hits, int64(hash), "token %d: some guesses are used", tok)
+			t.Logf("token %d: %d of %d routed experts guessed", tok, st.Hits-int64(hash), routed*k)
 		}
 	}
 }
