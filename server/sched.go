@@ -170,18 +170,28 @@ func (sc *scheduler) next(now time.Time) (prefill *evalReq, wait time.Duration) 
 			missing++
 		}
 	}
+	// A decode's grace runs from its submission or from the end of the
+	// last evaluation, whichever is later: the slots that evaluation
+	// served need a moment to take its results and submit again. Timed
+	// from the submission alone, a slot that submitted during a step
+	// would run alone right after it, and the batch would split into two
+	// steps that alternate from then on.
+	since := oldest
+	if sc.lastEnd.After(since) {
+		since = sc.lastEnd
+	}
 	switch {
 	case first != nil && !sc.lastPrefill:
 		sc.remove(first)
 		return first, 0
-	case decodes > 0 && (missing == 0 || now.Sub(oldest) >= sc.grace):
+	case decodes > 0 && (missing == 0 || now.Sub(since) >= sc.grace):
 		sc.takeDecodes()
 		return nil, 0
 	case first != nil && decodes == 0 && (missing == 0 || now.Sub(sc.lastEnd) >= sc.grace):
 		sc.remove(first)
 		return first, 0
 	case decodes > 0:
-		return nil, max(time.Microsecond, sc.grace-now.Sub(oldest))
+		return nil, max(time.Microsecond, sc.grace-now.Sub(since))
 	case first != nil:
 		return nil, max(time.Microsecond, sc.grace-now.Sub(sc.lastEnd))
 	}
