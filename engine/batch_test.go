@@ -173,6 +173,78 @@ func TestDecodeBatchMatchesDecode(t *testing.T) {
 	}
 }
 
+// pieces splits sequence i's tokens (seqTokens) into the parts a mixed
+// batch evaluates, step by step: lengths from 1 (a decode row) to 17 that
+// vary with the sequence and the step.
+func pieces(i, vocab int) [][]int {
+	toks := seqTokens(i, vocab)
+	var out [][]int
+	for step := 0; len(toks) > 0; step++ {
+		n := min(len(toks), 1+(5*i+7*step)%17)
+		if (i+step)%3 == 0 {
+			n = 1
+		}
+		out, toks = append(out, toks[:n]), toks[n:]
+	}
+	return out
+}
+
+// TestEvalBatchMatchesPrefill checks that EvalBatch steps in which some
+// sessions prefill several tokens and others one, at different positions
+// and with per-session options, leave every session the tokens, logits,
+// capture and expert evaluations of evaluating its parts alone, bit for
+// bit; sessions leave the batch as their tokens run out.
+func TestEvalBatchMatchesPrefill(t *testing.T) {
+	ratios := func(p *layout.Params) { p.CompressRatios = []int{0, 0, 4, 16, 4, 128} }
+	m := tinyModel(t, layout.RecipeQ2, ratios)
+	be := cpu.New(2)
+	defer be.Close()
+	v := m.Params.Vocab
+	var refs [][]stepResult
+	var parts [][][]int
+	var ss []*Session
+	for i := range batchPrompts {
+		solo, err := NewSession(m, be, seqOptions(m.Params, i))
+		require.NoError(t, err)
+		parts = append(parts, pieces(i, v))
+		var r []stepResult
+		for _, part := range parts[i] {
+			require.NoError(t, solo.Prefill(part))
+			r = append(r, takeResult(solo))
+		}
+		refs = append(refs, r)
+		s, err := NewSession(m, be, seqOptions(m.Params, i))
+		require.NoError(t, err)
+		ss = append(ss, s)
+	}
+	mixed := false
+	for step := 0; ; step++ {
+		var batch []*Session
+		var toks [][]int
+		var idx []int
+		for i, s := range ss {
+			if step < len(parts[i]) {
+				batch, toks, idx = append(batch, s), append(toks, parts[i][step]), append(idx, i)
+			}
+		}
+		if len(batch) == 0 {
+			break
+		}
+		lens := map[bool]bool{}
+		for _, tk := range toks {
+			lens[len(tk) == 1] = true
+		}
+		mixed = mixed || len(lens) == 2
+		require.NoError(t, EvalBatch(batch, toks), "step %d", step)
+		for k, i := range idx {
+			s := batch[k]
+			require.Equal(t, slices.Concat(parts[i][:step+1]...), s.Tokens(), "step %d sequence %d", step, i)
+			require.Equal(t, refs[i][step], takeResult(s), "step %d sequence %d at %d", step, i, s.Pos())
+		}
+	}
+	require.True(t, mixed, "no step mixed one-token and longer parts")
+}
+
 // TestDecodeBatchStreaming checks that with the routed experts streamed
 // through a cache of 2 slots (so the batch's experts run in many groups)
 // DecodeBatch still gives the mapped model's solo logits bit for bit, and
@@ -284,6 +356,31 @@ func TestDecodeBatchErrors(t *testing.T) {
 	want := stateOf(a)
 	require.NoError(t, DecodeBatch(nil, nil))
 	require.Equal(t, want, stateOf(a))
+
+	// EvalBatch's own: a session given no token, tokens past the context.
+	for _, c := range []struct {
+		name string
+		toks [][]int
+		full bool
+	}{
+		{"lengths", [][]int{{1}}, false},
+		{"no token", [][]int{{1, 2}, {}}, false},
+		{"past the context", [][]int{{1}, testTokens(64-9+1, v)}, true},
+		{"a bad token among good ones", [][]int{{1, 2, v}, {3}}, false},
+	} {
+		t.Run("EvalBatch "+c.name, func(t *testing.T) {
+			wantA, wantB := stateOf(a), stateOf(b)
+			err := EvalBatch([]*Session{a, b}, c.toks)
+			require.Error(t, err)
+			if c.full {
+				require.ErrorIs(t, err, ErrContextFull)
+			}
+			require.Equal(t, wantA, stateOf(a))
+			require.Equal(t, wantB, stateOf(b))
+		})
+	}
+	require.NoError(t, EvalBatch([]*Session{a, b}, [][]int{{1, 2}, testTokens(64-9, v)}), "b filled to its context exactly")
+	require.Equal(t, 64, b.Pos())
 }
 
 // TestDecodeBatchLayerHook checks that a batched step calls each

@@ -13,7 +13,10 @@ type scratch struct {
 	n      int
 	own    []*Session // n: each row's session (pass.own)
 	pos    []int      // n: each row's position (pass.pos)
-	logits []float32  // rows × Vocab batched logits, grown by DecodeBatch alone
+	logits []float32  // sessions × Vocab batched logits, grown by EvalBatch alone
+	ident  []int      // n: 0, 1, ..., n−1, the rows head takes for a range
+	toks   []int      // n: the tokens of an EvalBatch pass, session after session
+	last   []int      // n: an EvalBatch pass's last row of each session
 	X      []float32  // n × HC·Embd hyper-connection states
 	flat   []float32  // n × HC·Embd normalized states
 	mixes  []float32  // n × HCMix
@@ -76,8 +79,13 @@ func newScratch(p layout.Params, n int) *scratch {
 	w := 2 * p.HeadDim
 	shared := p.ExpertFF * p.SharedExperts
 	slots := n * p.ExpertsUsed
+	ident := make([]int, n)
+	for i := range ident {
+		ident[i] = i
+	}
 	return &scratch{
-		n: n, own: make([]*Session, n), pos: make([]int, n), X: f(n * hcd), flat: f(n * hcd), mixes: f(n * p.HCMix()),
+		n: n, own: make([]*Session, n), pos: make([]int, n), ident: ident, toks: make([]int, n), last: make([]int, n),
+		X: f(n * hcd), flat: f(n * hcd), mixes: f(n * p.HCMix()),
 		post: f(n * p.HC), comb: f(n * p.HC * p.HC),
 		in: f(n * p.Embd), a: f(n * p.Embd), qa: f(n * p.QLoraRank),
 		q: f(n * p.Heads * p.HeadDim), kv: f(n * p.HeadDim),
@@ -170,20 +178,21 @@ func (f *pass) run() error {
 	return nil
 }
 
-// head computes the logits of rows [lo, hi) into dst ((hi−lo)·Vocab
-// floats): the output head of docs/formats/model.md#output-head, its two
-// projections one product over the rows.
-func (f *pass) head(dst []float32, lo, hi int) {
+// head computes the logits of the pass's rows listed in rows into dst
+// (len(rows)·Vocab floats, in the order of rows): the output head of
+// docs/formats/model.md#output-head, its two projections one product over
+// the rows.
+func (f *pass) head(dst []float32, rows []int) {
 	m, p, sc, be := f.m, f.m.Params, f.sc, f.be
 	hcd := p.HC * p.Embd
-	n := hi - lo
-	for i := lo; i < hi; i++ {
-		be.RMSNorm(sc.flat[i*hcd:(i+1)*hcd], sc.X[i*hcd:(i+1)*hcd], nil, p.RMSEps)
+	n := len(rows)
+	for j, i := range rows {
+		be.RMSNorm(sc.flat[j*hcd:(j+1)*hcd], sc.X[i*hcd:(i+1)*hcd], nil, p.RMSEps)
 	}
-	be.MatMul(sc.mixes[:n*p.HC], m.OutHCFn, sc.flat[lo*hcd:hi*hcd], n)
-	for i := lo; i < hi; i++ {
-		e := sc.in[(i-lo)*p.Embd : (i-lo+1)*p.Embd]
-		be.HCHead(e, sc.X[i*hcd:(i+1)*hcd], sc.mixes[(i-lo)*p.HC:(i-lo+1)*p.HC], m.OutHCScale, m.OutHCBase, p.HCEps)
+	be.MatMul(sc.mixes[:n*p.HC], m.OutHCFn, sc.flat[:n*hcd], n)
+	for j, i := range rows {
+		e := sc.in[j*p.Embd : (j+1)*p.Embd]
+		be.HCHead(e, sc.X[i*hcd:(i+1)*hcd], sc.mixes[j*p.HC:(j+1)*p.HC], m.OutHCScale, m.OutHCBase, p.HCEps)
 		be.RMSNorm(e, e, m.OutNorm, p.RMSEps)
 	}
 	be.MatMul(dst[:n*p.Vocab], m.Output, sc.in[:n*p.Embd], n)

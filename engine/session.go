@@ -299,9 +299,9 @@ func (s *Session) forward(tokens []int, all []float32) (err error) {
 		}
 		s.tokens = append(s.tokens, toks...)
 		if all != nil {
-			f.head(all[start*p.Vocab:(start+n)*p.Vocab], 0, n)
+			f.head(all[start*p.Vocab:(start+n)*p.Vocab], ws.s.ident[:n])
 		} else if start+n == len(tokens) {
-			f.head(s.logits, n-1, n)
+			f.head(s.logits, ws.s.ident[n-1:n])
 		}
 	}
 	if all != nil {

@@ -83,6 +83,6 @@ func ScratchMemory(p layout.Params, n int) int64 {
 		2*p.ExpertFF*p.SharedExperts) +
 		p.Embd + w + p.Experts +
 		slots*(1+2*p.Embd+3*p.ExpertFF)
-	ints := 3*slots + 2*p.Experts + 2*n // the rows' positions and sessions too
+	ints := 3*slots + 2*p.Experts + 5*n // the rows' positions, sessions, tokens and lists too
 	return 4*int64(floats) + 8*int64(ints)
 }
