@@ -23,9 +23,10 @@
 // A dispatcher gives each request the free slot whose live state it
 // continues furthest, else an empty one, else the least recently used; each
 // slot runs its request in its own goroutine. With several slots a
-// scheduler owns the engine and runs one prefill chunk or one batched
-// decode step (engine.DecodeBatch) at a time, alternating, and a synced
-// prompt is parked in a free slot so that the same prompt sent again is
+// scheduler owns the engine and runs one batched pass at a time
+// (engine.EvalBatch): every decoding slot's next token and as much of the
+// pending prefill chunks as a chunk's rows take, and a synced prompt is
+// parked in a free slot so that the same prompt sent again is
 // served from memory (docs/server.md#parallel-slots). Every job carries its request's context, so a
 // client that disconnects stops its generation before the next token and
 // a queued request whose client left is dropped. Streaming requests get

@@ -245,12 +245,12 @@ func (s *Server) writeSlotMetrics(b *strings.Builder, metric func(name, typ, hel
 			steps[i] = sc.steps[i].Load()
 		}
 	}
-	metric("ds4_batch_size", "gauge", "Sequences in the last batched decode step.")
+	metric("ds4_batch_size", "gauge", "Decoding sequences in the last batched pass that had any.")
 	fmt.Fprintf(b, "ds4_batch_size %d\n", last)
-	metric("ds4_batch_steps_total", "counter", "Batched decode steps by the number of sequences in them (with more than one slot).")
+	metric("ds4_batch_steps_total", "counter", "Batched passes by the number of decoding sequences in them (with more than one slot).")
 	for n := 1; n < len(steps); n++ {
 		fmt.Fprintf(b, "ds4_batch_steps_total{size=\"%d\"} %d\n", n, steps[n])
 	}
-	metric("ds4_prefill_chunks_total", "counter", "Prefill chunks the scheduler evaluated (with more than one slot).")
+	metric("ds4_prefill_chunks_total", "counter", "Prefill chunks, or the parts of one a pass took, that the scheduler evaluated (with more than one slot).")
 	fmt.Fprintf(b, "ds4_prefill_chunks_total %d\n", chunks)
 }

@@ -27,44 +27,62 @@ type evalReq struct {
 	token  int   // the token to decode
 	at     time.Time
 	done   chan error
+
+	// Used by the scheduler goroutine: a chunk's tokens evaluated so far,
+	// and those the pass being built evaluates.
+	off, take int
+	one       [1]int // the token to decode as a list
+}
+
+// piece returns the tokens r's part of the pass evaluates.
+func (r *evalReq) piece() []int {
+	if r.decode {
+		r.one[0] = r.token
+		return r.one[:]
+	}
+	return r.tokens[r.off : r.off+r.take]
 }
 
 // scheduler owns the engine when the server has several slots: it runs
-// one evaluation at a time, either one prefill chunk of one slot or one
-// decode step of every slot that submitted a token, batched
-// (engine.DecodeBatch). Prefill chunks alternate with decode steps, so a
-// long prompt stalls the running streams for at most one chunk. A decode
-// step fires when every decoding slot has submitted its token, or a grace
-// period after the first one did.
+// one pass at a time (engine.EvalBatch) over every slot that submitted a
+// token to decode and the prefill chunks submitted, oldest first, as far
+// as the pass's rows allow (the prefill chunk size): a chunk that does
+// not fit whole gives the pass its first tokens and waits with the rest.
+// So a long prompt delays the running streams' tokens by at most one
+// chunk, and prompts that arrive together are prefilled together, their
+// weights read once. A pass fires when every decoding slot has submitted,
+// or a grace period after the later of the first submission and the end
+// of the last pass.
 type scheduler struct {
 	slots []*slot
 	grace time.Duration
+	rows  int // the most rows a pass takes
 
-	mu          sync.Mutex
-	pending     []*evalReq
-	closed      bool
-	lastPrefill bool      // the last evaluation was a prefill chunk
-	lastEnd     time.Time // when the last evaluation ended
-	wake        chan struct{}
-	stopped     chan struct{}
+	mu      sync.Mutex
+	pending []*evalReq
+	closed  bool
+	lastEnd time.Time // when the last pass ended
+	wake    chan struct{}
+	stopped chan struct{}
 
-	// The decode step's scratch, used by the scheduler goroutine only.
+	// The pass's scratch, used by the scheduler goroutine only.
 	batch   []*evalReq
 	engines []*engine.Session
-	tokens  []int
+	toks    [][]int
 
-	lastBatch atomic.Int64   // size of the last decode step
-	steps     []atomic.Int64 // decode steps by size (index: size)
-	chunks    atomic.Int64   // prefill chunks evaluated
+	lastBatch atomic.Int64   // decode rows of the last pass that had any
+	steps     []atomic.Int64 // passes with decode rows, by their number (index)
+	chunks    atomic.Int64   // prefill pieces evaluated
 }
 
-// newScheduler returns a running scheduler of slots.
-func newScheduler(slots []*slot, grace time.Duration) *scheduler {
+// newScheduler returns a running scheduler of slots whose passes take at
+// most rows rows.
+func newScheduler(slots []*slot, grace time.Duration, rows int) *scheduler {
 	if grace <= 0 {
 		grace = DefaultBatchGrace
 	}
 	sc := &scheduler{
-		slots: slots, grace: grace,
+		slots: slots, grace: grace, rows: max(rows, len(slots)+1),
 		wake: make(chan struct{}, 1), stopped: make(chan struct{}),
 		steps: make([]atomic.Int64, len(slots)+1),
 	}
@@ -91,7 +109,7 @@ func (sc *scheduler) signal() {
 // submit queues r, whose done channel has room for one error, and waits
 // until the scheduler has evaluated it.
 func (sc *scheduler) submit(r *evalReq) error {
-	r.at = time.Now()
+	r.at, r.off = time.Now(), 0
 	sc.mu.Lock()
 	if sc.closed {
 		sc.mu.Unlock()
@@ -109,8 +127,8 @@ func (sc *scheduler) run() {
 	var timer *time.Timer
 	for {
 		sc.mu.Lock()
-		prefill, wait := sc.next(time.Now())
-		if prefill == nil && len(sc.batch) == 0 {
+		wait := sc.next(time.Now())
+		if len(sc.batch) == 0 {
 			if sc.closed && len(sc.pending) == 0 {
 				sc.mu.Unlock()
 				return
@@ -133,34 +151,24 @@ func (sc *scheduler) run() {
 			continue
 		}
 		sc.mu.Unlock()
-		if prefill != nil {
-			sc.prefill(prefill)
-		} else {
-			sc.decode()
-		}
+		sc.eval()
 		sc.mu.Lock()
-		sc.lastPrefill, sc.lastEnd = prefill != nil, time.Now()
+		sc.lastEnd = time.Now()
 		sc.mu.Unlock()
 	}
 }
 
-// next picks the next evaluation under sc.mu: a prefill chunk, returned
-// and removed from the pending list, or a decode step, moved into
-// sc.batch; with neither it returns how long to wait (0: until a
-// submission).
-func (sc *scheduler) next(now time.Time) (prefill *evalReq, wait time.Duration) {
-	var first *evalReq // the oldest prefill
-	var oldest time.Time
-	decodes := 0
+// next builds the next pass under sc.mu, moving its submissions into
+// sc.batch; when it should not run yet it returns how long to wait (0:
+// until a submission).
+func (sc *scheduler) next(now time.Time) time.Duration {
+	if len(sc.pending) == 0 {
+		return 0
+	}
+	oldest := sc.pending[0].at
 	for _, r := range sc.pending {
-		switch {
-		case r.decode:
-			if decodes == 0 || r.at.Before(oldest) {
-				oldest = r.at
-			}
-			decodes++
-		case first == nil || r.at.Before(first.at):
-			first = r
+		if r.at.Before(oldest) {
+			oldest = r.at
 		}
 	}
 	// Slots that are decoding but have not submitted their next token.
@@ -170,32 +178,21 @@ func (sc *scheduler) next(now time.Time) (prefill *evalReq, wait time.Duration) 
 			missing++
 		}
 	}
-	// A decode's grace runs from its submission or from the end of the
-	// last evaluation, whichever is later: the slots that evaluation
-	// served need a moment to take its results and submit again. Timed
-	// from the submission alone, a slot that submitted during a step
-	// would run alone right after it, and the batch would split into two
-	// steps that alternate from then on.
+	// The grace runs from the oldest submission or from the end of the
+	// last pass, whichever is later: the slots that pass served need a
+	// moment to take its results and submit again. Timed from the
+	// submission alone, a slot that submitted during a pass would run
+	// alone right after it, and the batch would split into two passes
+	// that alternate from then on.
 	since := oldest
 	if sc.lastEnd.After(since) {
 		since = sc.lastEnd
 	}
-	switch {
-	case first != nil && !sc.lastPrefill:
-		sc.remove(first)
-		return first, 0
-	case decodes > 0 && (missing == 0 || now.Sub(since) >= sc.grace):
-		sc.takeDecodes()
-		return nil, 0
-	case first != nil && decodes == 0 && (missing == 0 || now.Sub(sc.lastEnd) >= sc.grace):
-		sc.remove(first)
-		return first, 0
-	case decodes > 0:
-		return nil, max(time.Microsecond, sc.grace-now.Sub(since))
-	case first != nil:
-		return nil, max(time.Microsecond, sc.grace-now.Sub(sc.lastEnd))
+	if missing > 0 && now.Sub(since) < sc.grace {
+		return max(time.Microsecond, sc.grace-now.Sub(since))
 	}
-	return nil, 0
+	sc.take()
+	return 0
 }
 
 // submitted reports whether sl has an evaluation pending.
@@ -208,23 +205,28 @@ func (sc *scheduler) submitted(sl *slot) bool {
 	return false
 }
 
-// remove drops r from the pending list.
-func (sc *scheduler) remove(r *evalReq) {
-	for i, p := range sc.pending {
-		if p == r {
-			sc.pending = append(sc.pending[:i], sc.pending[i+1:]...)
-			return
-		}
-	}
-}
-
-// takeDecodes moves the pending decodes into sc.batch.
-func (sc *scheduler) takeDecodes() {
-	rest := sc.pending[:0]
+// take moves into sc.batch every pending decode, then the pending
+// prefill chunks in the order submitted while the pass has rows left;
+// under sc.mu.
+func (sc *scheduler) take() {
+	rows := 0
 	for _, r := range sc.pending {
 		if r.decode {
+			r.take = 1
 			sc.batch = append(sc.batch, r)
-		} else {
+			rows++
+		}
+	}
+	for _, r := range sc.pending {
+		if !r.decode && rows < sc.rows {
+			r.take = min(len(r.tokens)-r.off, sc.rows-rows)
+			sc.batch = append(sc.batch, r)
+			rows += r.take
+		}
+	}
+	rest := sc.pending[:0]
+	for _, r := range sc.pending {
+		if r.take == 0 {
 			rest = append(rest, r)
 		}
 	}
@@ -232,49 +234,72 @@ func (sc *scheduler) takeDecodes() {
 	sc.pending = rest
 }
 
-// prefill evaluates one prefill chunk.
-func (sc *scheduler) prefill(r *evalReq) {
-	sc.chunks.Add(1)
-	r.done <- r.sl.sess.Prefill(r.tokens)
-}
-
-// decode evaluates the decode step of sc.batch: one engine.DecodeBatch
-// when every session is an *engine.Session, else one Decode per slot.
-// Sessions whose context is full fail alone; an error of the batched
-// step fails every member.
-func (sc *scheduler) decode() {
+// eval runs the pass of sc.batch: one engine.EvalBatch when every
+// session is an *engine.Session, else each slot's evaluation in turn.
+// Slots whose context cannot take their tokens fail alone; an error of
+// the batched pass fails every member. A chunk with tokens left goes
+// back to the front of the pending list.
+func (sc *scheduler) eval() {
 	batch := sc.batch[:0]
+	decodes := 0
 	for _, r := range sc.batch {
-		if pos := r.sl.sess.Pos(); pos >= r.sl.sess.Context() {
-			r.done <- fmt.Errorf("%w: decoding at %d", engine.ErrContextFull, pos)
+		if pos := r.sl.sess.Pos(); pos+r.take > r.sl.sess.Context() {
+			sc.finish(r, fmt.Errorf("%w: %d + %d tokens exceed %d", engine.ErrContextFull, pos, r.take, r.sl.sess.Context()))
 			continue
+		}
+		if r.decode {
+			decodes++
+		} else {
+			sc.chunks.Add(1)
 		}
 		batch = append(batch, r)
 	}
-	n := len(batch)
-	sc.lastBatch.Store(int64(n))
-	sc.steps[min(n, len(sc.steps)-1)].Add(1)
-	sc.engines, sc.tokens = sc.engines[:0], sc.tokens[:0]
+	if decodes > 0 {
+		sc.lastBatch.Store(int64(decodes))
+		sc.steps[min(decodes, len(sc.steps)-1)].Add(1)
+	}
+	sc.engines, sc.toks = sc.engines[:0], sc.toks[:0]
 	for _, r := range batch {
 		e, ok := r.sl.sess.(*engine.Session)
 		if !ok {
 			break
 		}
-		sc.engines, sc.tokens = append(sc.engines, e), append(sc.tokens, r.token)
+		sc.engines, sc.toks = append(sc.engines, e), append(sc.toks, r.piece())
 	}
-	if len(sc.engines) == n {
-		err := engine.DecodeBatch(sc.engines, sc.tokens)
+	if len(sc.engines) == len(batch) {
+		err := engine.EvalBatch(sc.engines, sc.toks)
 		for _, r := range batch {
-			r.done <- err
+			sc.finish(r, err)
 		}
 	} else {
 		for _, r := range batch {
-			r.done <- r.sl.sess.Decode(r.token)
+			var err error
+			if r.decode {
+				err = r.sl.sess.Decode(r.token)
+			} else {
+				err = r.sl.sess.Prefill(r.piece())
+			}
+			sc.finish(r, err)
 		}
 	}
 	clear(sc.batch[:cap(sc.batch)])
 	clear(sc.engines)
+	clear(sc.toks)
 	sc.batch = sc.batch[:0]
+}
+
+// finish ends r's part of a pass: it answers r, unless r is a chunk with
+// tokens left, which goes back to the front of the pending list.
+func (sc *scheduler) finish(r *evalReq, err error) {
+	r.off += r.take
+	r.take = 0
+	if err != nil || r.decode || r.off == len(r.tokens) {
+		r.done <- err
+		return
+	}
+	sc.mu.Lock()
+	sc.pending = append([]*evalReq{r}, sc.pending...)
+	sc.mu.Unlock()
 }
 
 // slotEvaluator is a slot's engine.Evaluator when the server has several

@@ -90,7 +90,7 @@ func (s *Server) newSlots(cfg Config) []*slot {
 		slots[i] = &slot{id: i, sess: sess, ev: sess, jobs: make(chan *job)}
 	}
 	if len(slots) > 1 {
-		s.sched = newScheduler(slots, cfg.BatchGrace)
+		s.sched = newScheduler(slots, cfg.BatchGrace, cfg.PrefillChunk)
 		for _, sl := range slots {
 			sl.ev = newSlotEvaluator(sl, s.sched)
 		}
