@@ -221,3 +221,40 @@ func BenchmarkDecodeBatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPrefillBatch prefills a 77-token prompt (a short chat turn)
+// in each of 8 sessions on the 2-layer Flash slice two ways: way=each
+// runs the 8 prefills one after the other, way=batch runs them as one
+// EvalBatch pass, and reports the prompt tokens per second.
+func BenchmarkPrefillBatch(b *testing.B) {
+	m := openFlash(b)
+	defer m.File.Close()
+	be := cpu.New(0)
+	defer be.Close()
+	const n, prompt = 8, 77
+	ws := NewWorkspace(m)
+	ss := make([]*Session, n)
+	toks := make([][]int, n)
+	for i := range ss {
+		s, err := NewSession(m, be, Options{Context: 256, Workspace: ws})
+		require.NoError(b, err)
+		ss[i], toks[i] = s, testTokens(prompt+i, m.Params.Vocab)[i:]
+	}
+	for _, way := range []string{"each", "batch"} {
+		b.Run("way="+way, func(b *testing.B) {
+			for b.Loop() {
+				for _, s := range ss {
+					s.Reset()
+				}
+				if way == "batch" {
+					require.NoError(b, EvalBatch(ss, toks))
+					continue
+				}
+				for i, s := range ss {
+					require.NoError(b, s.Prefill(toks[i]))
+				}
+			}
+			b.ReportMetric(float64(n*prompt*b.N)/b.Elapsed().Seconds(), "tok/s")
+		})
+	}
+}
