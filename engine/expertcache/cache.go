@@ -82,6 +82,7 @@ type Expert struct{ Gate, Up, Down []byte }
 type Stats struct {
 	Hits, Misses     int64         // experts an Acquire found resident (or being prefetched) or had to read
 	Prefetched       int64         // experts read by Prefetch
+	PrefetchUsed     int64         // prefetched experts an Acquire then asked for
 	BytesRead        int64         // bytes read from the file (alignment padding included)
 	ReadP50, ReadP99 time.Duration // latency of one expert's read, over recent reads
 	Direct           bool          // whether reads bypass the page cache (O_DIRECT)
@@ -136,6 +137,7 @@ type slot struct {
 	exp   int
 	pins  int
 	used  uint64 // tick of the last Acquire that wanted it, for LRU
+	ahead bool   // read by Prefetch and not yet acquired
 	view  Expert
 	err   error // slotFailed: why
 }
@@ -150,28 +152,29 @@ type Cache struct {
 	buf       []byte
 	free      func() error
 
-	mu      sync.Mutex
-	cond    *sync.Cond
-	direct  *os.File // nil when O_DIRECT is off or was refused
-	plain   *os.File
-	slots   []slot
-	where   [][]int32 // layer, expert → slot, -1 when not resident
-	policy  Policy
-	cur     int        // the layer being acquired, for Layered
-	freq    [][]uint32 // LFU: layer, expert → times asked lately
-	asked   int        // LFU: experts asked since the counts last halved
-	tick    uint64
-	closed  bool
-	hits    int64
-	misses  int64
-	fetched int64           // experts read by Prefetch
-	queue   []queued        // Prefetch's reads not started yet, in the order asked
-	active  int             // Prefetch's readers running
-	onRead  func(il, e int) // tests: called as a Prefetch read starts
-	bg      sync.WaitGroup  // Prefetch's readers
-	read    int64
-	lat     []time.Duration // ring of recent read latencies
-	latNext int
+	mu        sync.Mutex
+	cond      *sync.Cond
+	direct    *os.File // nil when O_DIRECT is off or was refused
+	plain     *os.File
+	slots     []slot
+	where     [][]int32 // layer, expert → slot, -1 when not resident
+	policy    Policy
+	cur       int        // the layer being acquired, for Layered
+	freq      [][]uint32 // LFU: layer, expert → times asked lately
+	asked     int        // LFU: experts asked since the counts last halved
+	tick      uint64
+	closed    bool
+	hits      int64
+	misses    int64
+	fetched   int64           // experts read by Prefetch
+	usedAhead int64           // of those, experts an Acquire then asked for
+	queue     []queued        // Prefetch's reads not started yet, in the order asked
+	active    int             // Prefetch's readers running
+	onRead    func(il, e int) // tests: called as a Prefetch read starts
+	bg        sync.WaitGroup  // Prefetch's readers
+	read      int64
+	lat       []time.Duration // ring of recent read latencies
+	latNext   int
 }
 
 // Open opens the model file at path for reading layers' experts into a
@@ -263,7 +266,7 @@ func (c *Cache) Close() error {
 // Stats returns the cache's counters.
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
-	st := Stats{Hits: c.hits, Misses: c.misses, Prefetched: c.fetched, BytesRead: c.read, Direct: c.direct != nil, Slots: len(c.slots), SlotBytes: c.slotBytes}
+	st := Stats{Hits: c.hits, Misses: c.misses, Prefetched: c.fetched, PrefetchUsed: c.usedAhead, BytesRead: c.read, Direct: c.direct != nil, Slots: len(c.slots), SlotBytes: c.slotBytes}
 	lat := slices.Clone(c.lat)
 	c.mu.Unlock()
 	if len(lat) > 0 {
@@ -310,7 +313,7 @@ func (c *Cache) Prefetch(il int, experts []int) {
 			c.where[s.layer][s.exp] = -1
 		}
 		c.tick++
-		*s = slot{state: slotLoading, layer: il, exp: e, pins: 1, used: c.tick}
+		*s = slot{state: slotLoading, layer: il, exp: e, pins: 1, used: c.tick, ahead: true}
 		c.where[il][e] = int32(si)
 		c.fetched++
 		c.queue = append(c.queue, queued{il: il, ld: load{s: si, exp: e}})
@@ -550,6 +553,10 @@ func (c *Cache) claim(il int, experts []int, loads []load) ([]load, bool) {
 		s.pins++
 		s.used = c.tick
 		c.hits++
+		if s.ahead {
+			s.ahead = false
+			c.usedAhead++
+		}
 	}
 	for _, e := range experts {
 		if c.where[il][e] >= 0 {
@@ -716,6 +723,7 @@ func (s Stats) Sub(before Stats) Stats {
 	s.Hits -= before.Hits
 	s.Misses -= before.Misses
 	s.Prefetched -= before.Prefetched
+	s.PrefetchUsed -= before.PrefetchUsed
 	s.BytesRead -= before.BytesRead
 	return s
 }
@@ -729,4 +737,17 @@ func (s Stats) HitRate() float64 {
 		return 0
 	}
 	return max(0, 1-float64(s.Misses+s.Prefetched)/float64(n))
+}
+
+// NeedRate returns the share of the experts Acquire asked for that the
+// cache had to read for it: its misses and the prefetched experts it
+// then used, but not the prefetches no Acquire asked for (a wrong guess
+// costs the disk a read that a perfect guess would not). It is 0 with
+// no requests.
+func (s Stats) NeedRate() float64 {
+	n := s.Hits + s.Misses
+	if n <= 0 {
+		return 0
+	}
+	return min(1, float64(s.Misses+s.PrefetchUsed)/float64(n))
 }

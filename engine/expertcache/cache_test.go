@@ -388,7 +388,12 @@ func TestCachePrefetch(t *testing.T) {
 	checkView(t, layers[2], 1, dst[1])
 	c.Release(2, []int{5, 1})
 	st := c.Stats()
-	require.Equal(t, [3]int64{2, 0, 2}, [3]int64{st.Hits, st.Misses, st.Prefetched})
+	require.Equal(t, [4]int64{2, 0, 2, 2}, [4]int64{st.Hits, st.Misses, st.Prefetched, st.PrefetchUsed})
+	c.Prefetch(2, []int{3})
+	require.NoError(t, c.Acquire(2, []int{5, 3}, dst))
+	c.Release(2, []int{5, 3})
+	st = c.Stats()
+	require.Equal(t, [4]int64{4, 0, 3, 3}, [4]int64{st.Hits, st.Misses, st.Prefetched, st.PrefetchUsed}, "a prefetch counts as used once")
 
 	require.NoError(t, os.Truncate(path, 70005+6*999+10))
 	c.Prefetch(2, []int{7})
@@ -551,26 +556,32 @@ func TestCacheAcquireHitsAllocateNothing(t *testing.T) {
 	require.Zero(t, allocs)
 }
 
+// TestStatsHitRate checks HitRate, which counts every prefetch as a
+// read, NeedRate, which counts only those an Acquire used, and Sub.
 func TestStatsHitRate(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		st   Stats
-		want float64
+		name       string
+		st         Stats
+		hit, needs float64
 	}{
-		{"none", Stats{}, 0},
-		{"all hits", Stats{Hits: 10}, 1},
-		{"misses", Stats{Hits: 3, Misses: 1}, 0.75},
-		{"prefetched hits were read", Stats{Hits: 8, Misses: 2, Prefetched: 4}, 0.4},
-		{"prefetches never used", Stats{Hits: 1, Misses: 1, Prefetched: 5}, 0},
+		{"none", Stats{}, 0, 0},
+		{"all hits", Stats{Hits: 10}, 1, 0},
+		{"misses", Stats{Hits: 3, Misses: 1}, 0.75, 0.25},
+		{"prefetched hits were read", Stats{Hits: 8, Misses: 2, Prefetched: 4, PrefetchUsed: 4}, 0.4, 0.6},
+		{"a prefetch unused", Stats{Hits: 8, Misses: 2, Prefetched: 4, PrefetchUsed: 3}, 0.4, 0.5},
+		{"prefetches never used", Stats{Hits: 1, Misses: 1, Prefetched: 5}, 0, 0.5},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := c.st.HitRate(); math.Abs(got-c.want) > 1e-12 {
-				t.Errorf("HitRate = %v, want %v", got, c.want)
+			if got := c.st.HitRate(); math.Abs(got-c.hit) > 1e-12 {
+				t.Errorf("HitRate = %v, want %v", got, c.hit)
+			}
+			if got := c.st.NeedRate(); math.Abs(got-c.needs) > 1e-12 {
+				t.Errorf("NeedRate = %v, want %v", got, c.needs)
 			}
 		})
 	}
-	d := Stats{Hits: 9, Misses: 4, Prefetched: 2, BytesRead: 700, Slots: 3}.Sub(Stats{Hits: 4, Misses: 1, Prefetched: 1, BytesRead: 100, Slots: 3})
-	if d != (Stats{Hits: 5, Misses: 3, Prefetched: 1, BytesRead: 600, Slots: 3}) {
+	d := Stats{Hits: 9, Misses: 4, Prefetched: 2, PrefetchUsed: 2, BytesRead: 700, Slots: 3}.Sub(Stats{Hits: 4, Misses: 1, Prefetched: 1, PrefetchUsed: 1, BytesRead: 100, Slots: 3})
+	if d != (Stats{Hits: 5, Misses: 3, Prefetched: 1, PrefetchUsed: 1, BytesRead: 600, Slots: 3}) {
 		t.Errorf("Sub = %+v", d)
 	}
 }
