@@ -194,8 +194,9 @@ func GBs(bytes int64, d time.Duration) float64 {
 // SSDLimit is the decode speed of light with SSD streaming: the larger of
 // a token's memory time and the disk time of its expected misses.
 type SSDLimit struct {
-	SSDHitRate           float64 `parquet:"ssd_hit_rate"`             // of the speed run's expert requests
+	SSDHitRate           float64 `parquet:"ssd_hit_rate"`             // of the speed run's expert requests: the share that needed no read
 	SSDMissesPerToken    float64 `parquet:"ssd_misses_per_token"`     // (1 − hit rate) × routed experts per token
+	SSDWastedPerToken    float64 `parquet:"ssd_wasted_per_token"`     // prefetched experts per token no step used
 	SSDMissBytesPerToken float64 `parquet:"ssd_miss_bytes_per_token"` // misses × bytes of one expert
 	SSDDecodeLimitTPS    float64 `parquet:"ssd_decode_limit_tps"`     // 1 / max(memory time, disk time)
 	SSDDecodeFraction    float64 `parquet:"ssd_decode_fraction"`      // decode tok/s over SSDDecodeLimitTPS

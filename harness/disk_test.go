@@ -99,32 +99,38 @@ func TestProbeDisk(t *testing.T) {
 }
 
 // TestRooflineRecordsSSD checks that a run's rows carry the disk probe's
-// figures and, when the speed run streamed, the streaming limit and the
-// decode fraction of it; a run that did not stream leaves them 0.
+// figures and, when the speed run streamed, the streaming limit (at the
+// faster random bandwidth, 1 or 8 in flight), the wrong prefetches per
+// token and the decode fraction of the limit; a run that did not stream
+// leaves them 0.
 func TestRooflineRecordsSSD(t *testing.T) {
 	parts := []Traffic{{Part: "total", Bytes: 1e9}}
 	mc := Machine{ReadGBsAll: 24} // memory-bound limit: 24 tok/s
-	disk := Disk{DiskSeqGBs: 0.9, DiskRand1GBs: 1, DiskRand8GBs: 1.2, DiskBlockBytes: 7 << 20, DiskDirect: true}
+	disk8 := Disk{DiskSeqGBs: 0.9, DiskRand1GBs: 1, DiskRand8GBs: 1.2, DiskBlockBytes: 7 << 20, DiskDirect: true}
+	disk1 := Disk{DiskSeqGBs: 0.9, DiskRand1GBs: 1.4, DiskRand8GBs: 1.2, DiskBlockBytes: 7 << 20, DiskDirect: true}
 	for _, c := range []struct {
 		name      string
+		disk      Disk
 		streaming bool
 		limit     float64
 	}{
-		{"streaming", true, 1 / 0.07}, // 12 misses × 7 MB at 1.2 GB/s
-		{"mapped", false, 0},
+		{"streaming", disk8, true, 1 / 0.07},            // 12 misses × 7 MB at 1.2 GB/s
+		{"one in flight faster", disk1, true, 1 / 0.06}, // at 1.4 GB/s
+		{"mapped", disk8, false, 0},
 	} {
-		r := &Roofline{Machine: mc, Parts: parts, Speed: Speed{DecodeTokens: 16, DecodeTPS: 10}, Disk: disk,
-			Streaming: c.streaming, HitRate: 0.5, ExpertRequests: 24, ExpertBytes: 7e6}
+		r := &Roofline{Machine: mc, Parts: parts, Speed: Speed{DecodeTokens: 16, DecodeTPS: 10}, Disk: c.disk,
+			Streaming: c.streaming, HitRate: 0.5, WasteRate: 0.125, ExpertRequests: 24, ExpertBytes: 7e6}
 		recs := r.Records(RunMeta{})
 		require.Len(t, recs, 1, c.name)
 		rec := recs[0]
-		require.Equal(t, disk, rec.Disk, c.name)
+		require.Equal(t, c.disk, rec.Disk, c.name)
 		require.InDelta(t, 24, rec.DecodeLimitTPS, 1e-9, c.name)
 		require.InDelta(t, c.limit, rec.SSDDecodeLimitTPS, 1e-9, c.name)
 		if c.streaming {
 			require.InDelta(t, 10/c.limit, rec.SSDDecodeFraction, 1e-9, c.name)
+			require.InDelta(t, 3, rec.SSDWastedPerToken, 1e-9, c.name)
 		} else {
-			require.Zero(t, rec.SSDDecodeFraction+rec.SSDHitRate+rec.SSDMissesPerToken, c.name)
+			require.Zero(t, rec.SSDDecodeFraction+rec.SSDHitRate+rec.SSDMissesPerToken+rec.SSDWastedPerToken, c.name)
 		}
 	}
 }

@@ -66,10 +66,14 @@ type Roofline struct {
 	OpStep        time.Duration // the decode step's time when Ops were timed
 	Disk          Disk          // zero when not probed
 	// Streaming says the speed run streamed the experts from disk, with
-	// HitRate its expert cache's hit rate; ExpertRequests are the routed
-	// experts a token requests and ExpertBytes the bytes of one.
+	// HitRate the share of its expert requests that needed no read (a
+	// prefetch an Acquire used counts as a read: expertcache.NeedRate)
+	// and WasteRate its prefetches no Acquire used, per request;
+	// ExpertRequests are the routed experts a token requests and
+	// ExpertBytes the bytes of one.
 	Streaming      bool
 	HitRate        float64
+	WasteRate      float64
 	ExpertRequests int
 	ExpertBytes    int64
 }
@@ -160,7 +164,11 @@ func (r *Roofline) measureSpeed(ctx context.Context, m *engine.Model, be backend
 	r.Speed = sp
 	if st1, ok := expertStats(opt.Experts); streaming && ok {
 		r.Streaming = true
-		r.HitRate = st1.Sub(st0).HitRate()
+		d := st1.Sub(st0)
+		r.HitRate = 1 - d.NeedRate()
+		if n := d.Hits + d.Misses; n > 0 {
+			r.WasteRate = float64(d.Prefetched-d.PrefetchUsed) / float64(n)
+		}
 	}
 	// The bandwidth and the arithmetic peaks drift; the best of the
 	// probes before and after the run keeps the fractions of the speed of
@@ -201,15 +209,17 @@ func (r *Roofline) measureSpeed(ctx context.Context, m *engine.Model, be backend
 
 // Records returns the run's roofline rows (RooflineRecords), with the
 // disk probe's figures and, when the speed run streamed the experts, the
-// SSD streaming speed of light (StreamingLimit at the random reads' 8 in
-// flight bandwidth) and the decode speed's fraction of it.
+// SSD streaming speed of light (StreamingLimit at the faster of the
+// random reads' bandwidths, 1 or 8 in flight) and the decode speed's
+// fraction of it.
 func (r *Roofline) Records(meta RunMeta) []RooflineRecord {
 	recs := RooflineRecords(meta, r.Machine, r.Parts, r.Rates, r.Speed, r.DecodeRounds, r.PrefillRounds)
 	for i := range recs {
 		rec := &recs[i]
 		rec.Disk = r.Disk
 		if r.Streaming {
-			rec.SSDLimit = StreamingLimit(rec.DecodeLimitTPS, r.HitRate, r.ExpertRequests, r.ExpertBytes, r.Disk.DiskRand8GBs)
+			rec.SSDLimit = StreamingLimit(rec.DecodeLimitTPS, r.HitRate, r.ExpertRequests, r.ExpertBytes, max(r.Disk.DiskRand1GBs, r.Disk.DiskRand8GBs))
+			rec.SSDWastedPerToken = r.WasteRate * float64(r.ExpertRequests)
 			if rec.SSDDecodeLimitTPS > 0 {
 				rec.SSDDecodeFraction = rec.DecodeTPS / rec.SSDDecodeLimitTPS
 			}

@@ -430,8 +430,8 @@ func printLimits(w io.Writer, r harness.RooflineRecord) {
 		fmt.Fprintf(w, "decode kernel limit:    %.3f tok/s (the floors summed: each type at the lesser of its kernel's rate and the bandwidth)\n", r.KernelLimitTPS)
 	}
 	if r.SSDDecodeLimitTPS > 0 {
-		fmt.Fprintf(w, "ssd streaming limit:    %.3f tok/s (the longer of the memory time and %.2f misses × %.2f MB at %.3f GB/s: hit rate %.3f)\n",
-			r.SSDDecodeLimitTPS, r.SSDMissesPerToken, r.SSDMissBytesPerToken/max(r.SSDMissesPerToken, 1e-300)/1e6, r.DiskRand8GBs, r.SSDHitRate)
+		fmt.Fprintf(w, "ssd streaming limit:    %.3f tok/s (the longer of the memory time and %.2f misses × %.2f MB at %.3f GB/s: hit rate %.3f; %.2f wrong prefetches a token besides)\n",
+			r.SSDDecodeLimitTPS, r.SSDMissesPerToken, r.SSDMissBytesPerToken/max(r.SSDMissesPerToken, 1e-300)/1e6, max(r.DiskRand1GBs, r.DiskRand8GBs), r.SSDHitRate, r.SSDWastedPerToken)
 	}
 	fmt.Fprintf(w, "prefill compute limit:  %.3f tok/s (int8 at the AVX2 int8-dot peak)\n", r.PrefillLimitTPS)
 	if r.PrefillLimitMixTPS > 0 {
