@@ -14,6 +14,9 @@ type StreamOptions struct {
 	Slots  int                // experts the cache holds, at least 1; more than the model has counts as all
 	Direct bool               // read with O_DIRECT where the file system allows it
 	Policy expertcache.Policy // eviction policy; the zero value is expertcache.Layered
+	// Readers is how many reads of prefetched experts run at once, and of
+	// one Acquire's misses; 0 means the cache's default.
+	Readers int
 	// NoPrefetch turns off reading experts ahead of their turn: the hash
 	// layers', which the token ids name, at the start of each pass, and
 	// the routed layers', which each layer's router guesses from the
@@ -51,7 +54,7 @@ func (m *Model) Stream(path string, opt StreamOptions) error {
 		return err
 	}
 	slots := min(opt.Slots, total)
-	c, err := expertcache.Open(path, layers, expertcache.Options{Slots: slots, Direct: opt.Direct, Policy: opt.Policy})
+	c, err := expertcache.Open(path, layers, expertcache.Options{Slots: slots, Direct: opt.Direct, Policy: opt.Policy, Readers: opt.Readers})
 	if err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}

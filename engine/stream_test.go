@@ -440,6 +440,9 @@ func BenchmarkStreamFlash(b *testing.B) {
 		opt  StreamOptions
 	}{
 		{"slots=150", StreamOptions{Slots: 150, Direct: true}},
+		{"slots=150/readers=1", StreamOptions{Slots: 150, Direct: true, Readers: 1}},
+		{"slots=150/readers=2", StreamOptions{Slots: 150, Direct: true, Readers: 2}},
+		{"slots=150/readers=4", StreamOptions{Slots: 150, Direct: true, Readers: 4}},
 		{"slots=150/noprefetch", StreamOptions{Slots: 150, Direct: true, NoPrefetch: true}},
 		{"slots=150/lru", StreamOptions{Slots: 150, Direct: true, Policy: expertcache.LRU}},
 		{"slots=150/buffered", StreamOptions{Slots: 150}},
