@@ -50,36 +50,49 @@
 //     pairs of at most 2·107·128 = 27392, no saturation. The bias
 //     64·Σq8 is taken back once per block from the activation's Bsums:
 //     the accumulator starts at -64·(2ls+1)·(Bsums[2g]+Bsums[2g+1]) for
-//     each group g (one VPMADDWD), so the kernel is exact only for Bsums
-//     that are the sums of their 16 codes, as QuantizeQ8K makes them.
-//     The sign masks come straight from registers: the block's 32 sign
-//     bytes are laid out so that qword q holds rows q, 8+q, 16+q and
-//     24+q, and one VPSHUFBITQMB per 64 elements picks each element's bit
-//     into a mask register. Compared with the four-token kernel's way
+//     each group g (one VPMADDWD of the Bsums broadcast to both halves,
+//     masked to the dwords whose multipliers match), so the kernel is
+//     exact only for Bsums that are the sums of their 16 codes, as
+//     QuantizeQ8K makes them. The sign masks come straight from
+//     registers: one VPSHUFBITQMB per 64 elements picks each element's
+//     bit into a mask register. Compared with the four-token kernel's way
 //     (two VPMADDUBSW per 64 elements, sign masks stored to the frame and
-//     reloaded with KMOVQ) this takes 4 fewer operations per 64 elements,
-//     and the frame's store and reloads alone cost about a fifth of the
-//     old kernel's time on Zen 5. Two blocks are expanded and their
-//     products interleaved (IQ2Z6PAIR). In all, on Zen 5 in cache, 1.2
-//     to 1.35 times the throughput of the previous kernel (sign masks
-//     through the frame, two VPMADDUBSW, block after block), depending
-//     on the build's code and data layout and on the run.
+//     reloaded with KMOVQ) this takes 4 fewer operations per 64 elements.
+//   - Single-token expansion. The kernel is bound by its operation count
+//     spread over the vector pipes, not by one pipe or one chain: taking
+//     out any part of a block's work (the lookups, the signs, the
+//     magnitudes, the bias) saves time roughly in proportion to the
+//     operations it had. So it does less per block than IQ2Z5BLOCK. The
+//     grid rows of two blocks are looked up together (IQ2Z6LOOKUP): the
+//     low code bytes of all 64 rows in the two low-byte tables, the high
+//     ones in the two high-byte tables, then interleaved, which is two
+//     VPERMI2B a block instead of four and drops the odd-byte select. One
+//     VPMULTISHIFTQB pulls out both the sign indices and the scales, one
+//     VGF2P8AFFINEQB adds the parity bits, and one VPERMB lays out the
+//     sign bytes (odd bytes) and scales (even bytes) together, so the
+//     multipliers are one VGF2P8AFFINEQB away (IQ2Z6SIGNS). A pair's
+//     lookups run while the pair before it is multiplied. Two blocks'
+//     products are interleaved (IQ2Z6PAIR).
 //
 // The 64-byte constants that the single-token kernel's loop reads as
 // memory operands are copied once per call to a 64-byte-aligned area of
 // the frame, or read as 8-byte broadcasts: the linker aligns read-only
 // data to no more than 32 bytes, and constants that straddled cache lines
 // cost that kernel up to a fifth of its speed in some links. (The
-// four-token kernel still reads them from read-only data.)
+// four-token kernel still reads them from read-only data.) The code
+// tables stay in registers but one: read from memory, all of them made
+// the kernel slower.
 //
 // On Zen 5 (measured with independent instruction mixes) VPERMB,
 // VPERMI2B, VPERMQ, VPERMD and VGF2P8AFFINEQB share two pipes,
 // VPMULTISHIFTQB, VPMADDUBSW, VPMADDWD, VPDPWSSD and VPMULLW two others of
 // which one is shared with the first group, VPSHUFBITQMB issues once a
 // cycle, and the simple integer operations (VPTERNLOGQ, VPSUBB, VPBLENDMB)
-// go to any of four. By that count the single-token kernel could take
-// about 13 cycles a block; it takes about 23, held back by the long
-// chains of each block's expansion more than by any pipe.
+// go to any of four. Tried in the single-token kernel and slower there:
+// merge-masked broadcasts (or VPDPWSSD with masked broadcasts) in place
+// of VPERMQ for the multipliers, and the two blocks of a pair sharing
+// their sign parity transform or scale map; no faster: the four f16
+// scales gathered in general registers.
 //
 // The block's int32 sum bsum is then folded and converted, and its float32
 // terms are formed in dot.go's order, so each result is DotIQ2XXS's bit
@@ -278,80 +291,111 @@ DATA iq2Neg64W<>+48(SB)/8, $0xffc0ffc0ffc0ffc0
 DATA iq2Neg64W<>+56(SB)/8, $0xffc0ffc0ffc0ffc0
 GLOBL iq2Neg64W<>(SB), RODATA|NOPTR, $64
 
-// iq2BiasPerm is the VPERMD control that gathers the multipliers of group
-// g (dword 8h+2k of the multiplier vector, g = 2k+h) into dword g.
-DATA iq2BiasPerm<>+0(SB)/8, $0x0000000800000000
-DATA iq2BiasPerm<>+8(SB)/8, $0x0000000a00000002
-DATA iq2BiasPerm<>+16(SB)/8, $0x0000000c00000004
-DATA iq2BiasPerm<>+24(SB)/8, $0x0000000e00000006
-DATA iq2BiasPerm<>+32(SB)/8, $0
-DATA iq2BiasPerm<>+40(SB)/8, $0
-DATA iq2BiasPerm<>+48(SB)/8, $0
-DATA iq2BiasPerm<>+56(SB)/8, $0
-GLOBL iq2BiasPerm<>(SB), RODATA|NOPTR, $64
+// iq2PairIndex is the VPERMT2B control that gathers the grid indices of
+// two blocks (the first block's 64 bytes of groups, then the second's) in
+// the order IQ2Z6LOOKUP looks them up: byte 16i+k (k = 0..7) gets the
+// index of the first block's row that IQ2Z5BLOCK puts in bytes 2p and
+// 2p+1 of its codes, p = 8i+k (row 8(p%4)+p/4), and byte 16i+8+k that of
+// the second block's. VPUNPCKLBW and VPUNPCKHBW of the looked-up low and
+// high code bytes then give the two blocks' codes.
+DATA iq2PairIndex<>+0(SB)/8, $0x3121110130201000
+DATA iq2PairIndex<>+8(SB)/8, $0x7161514170605040
+DATA iq2PairIndex<>+16(SB)/8, $0x3323130332221202
+DATA iq2PairIndex<>+24(SB)/8, $0x7363534372625242
+DATA iq2PairIndex<>+32(SB)/8, $0x3929190938281808
+DATA iq2PairIndex<>+40(SB)/8, $0x7969594978685848
+DATA iq2PairIndex<>+48(SB)/8, $0x3b2b1b0b3a2a1a0a
+DATA iq2PairIndex<>+56(SB)/8, $0x7b6b5b4b7a6a5a4a
+GLOBL iq2PairIndex<>(SB), RODATA|NOPTR, $64
 
-// iq2SignLayout is the VPERMB control that puts in byte z of qword q
-// (z = 0..3, again in bytes 4..7) the sign byte of row 8z+q, which the
-// sign vector holds in byte l of qword g (row 4g+l).
-DATA iq2SignLayout<>+0(SB)/8, $0x3020100030201000
-DATA iq2SignLayout<>+8(SB)/8, $0x3121110131211101
-DATA iq2SignLayout<>+16(SB)/8, $0x3222120232221202
-DATA iq2SignLayout<>+24(SB)/8, $0x3323130333231303
-DATA iq2SignLayout<>+32(SB)/8, $0x3828180838281808
-DATA iq2SignLayout<>+40(SB)/8, $0x3929190939291909
-DATA iq2SignLayout<>+48(SB)/8, $0x3a2a1a0a3a2a1a0a
-DATA iq2SignLayout<>+56(SB)/8, $0x3b2b1b0b3b2b1b0b
-GLOBL iq2SignLayout<>(SB), RODATA|NOPTR, $64
+// iq2SignScaleShift is the VPMULTISHIFTQB control that puts sign index l
+// of a group (bits 32+7l..38+7l of its qword) in byte l, l = 0..3, and
+// the scale ls (bits 60..63) in the low four bits of byte 4; the bits
+// above them in each byte are junk that the later maps ignore.
+DATA iq2SignScaleShift<>+0(SB)/8, $0x0000003c352e2720
+DATA iq2SignScaleShift<>+8(SB)/8, $0x0000003c352e2720
+DATA iq2SignScaleShift<>+16(SB)/8, $0x0000003c352e2720
+DATA iq2SignScaleShift<>+24(SB)/8, $0x0000003c352e2720
+DATA iq2SignScaleShift<>+32(SB)/8, $0x0000003c352e2720
+DATA iq2SignScaleShift<>+40(SB)/8, $0x0000003c352e2720
+DATA iq2SignScaleShift<>+48(SB)/8, $0x0000003c352e2720
+DATA iq2SignScaleShift<>+56(SB)/8, $0x0000003c352e2720
+GLOBL iq2SignScaleShift<>(SB), RODATA|NOPTR, $64
+
+// iq2SignScaleLayout is the VPERMB control that lays out a block's sign
+// bytes and scales for the single-token kernel: in qword q, byte 2z+1
+// (z = 0..3) gets the sign byte of row 8z+q (byte l of qword g, row 4g+l,
+// after the parity map) and the even bytes the scale byte (byte 4) of
+// group 2k+h, q = 4h+k, as iq2ScalePerm lays out the multipliers.
+DATA iq2SignScaleLayout<>+0(SB)/8, $0x3004200410040004
+DATA iq2SignScaleLayout<>+8(SB)/8, $0x3114211411140114
+DATA iq2SignScaleLayout<>+16(SB)/8, $0x3224222412240224
+DATA iq2SignScaleLayout<>+24(SB)/8, $0x3334233413340334
+DATA iq2SignScaleLayout<>+32(SB)/8, $0x380c280c180c080c
+DATA iq2SignScaleLayout<>+40(SB)/8, $0x391c291c191c091c
+DATA iq2SignScaleLayout<>+48(SB)/8, $0x3a2c2a2c1a2c0a2c
+DATA iq2SignScaleLayout<>+56(SB)/8, $0x3b3c2b3c1b3c0b3c
+GLOBL iq2SignScaleLayout<>(SB), RODATA|NOPTR, $64
+
+// iq2LowScaleMatrix is the VGF2P8AFFINEQB matrix (with constant 1) that
+// maps a byte with the scale ls in its low four bits to 2ls+1: output
+// bits 1..4 are input bits 0..3.
+DATA iq2LowScaleMatrix<>+0(SB)/8, $0x0001020408000000
+GLOBL iq2LowScaleMatrix<>(SB), RODATA|NOPTR, $8
 
 // iq2SignBits holds four VPSHUFBITQMB index vectors: vector z selects
-// bit 8z+t of every qword for byte t, the sign of element t of row 8z+q
-// (copied to the frame, see the register use).
-DATA iq2SignBits<>+0(SB)/8, $0x0706050403020100
-DATA iq2SignBits<>+8(SB)/8, $0x0706050403020100
-DATA iq2SignBits<>+16(SB)/8, $0x0706050403020100
-DATA iq2SignBits<>+24(SB)/8, $0x0706050403020100
-DATA iq2SignBits<>+32(SB)/8, $0x0706050403020100
-DATA iq2SignBits<>+40(SB)/8, $0x0706050403020100
-DATA iq2SignBits<>+48(SB)/8, $0x0706050403020100
-DATA iq2SignBits<>+56(SB)/8, $0x0706050403020100
-DATA iq2SignBits<>+64(SB)/8, $0x0f0e0d0c0b0a0908
-DATA iq2SignBits<>+72(SB)/8, $0x0f0e0d0c0b0a0908
-DATA iq2SignBits<>+80(SB)/8, $0x0f0e0d0c0b0a0908
-DATA iq2SignBits<>+88(SB)/8, $0x0f0e0d0c0b0a0908
-DATA iq2SignBits<>+96(SB)/8, $0x0f0e0d0c0b0a0908
-DATA iq2SignBits<>+104(SB)/8, $0x0f0e0d0c0b0a0908
-DATA iq2SignBits<>+112(SB)/8, $0x0f0e0d0c0b0a0908
-DATA iq2SignBits<>+120(SB)/8, $0x0f0e0d0c0b0a0908
-DATA iq2SignBits<>+128(SB)/8, $0x1716151413121110
-DATA iq2SignBits<>+136(SB)/8, $0x1716151413121110
-DATA iq2SignBits<>+144(SB)/8, $0x1716151413121110
-DATA iq2SignBits<>+152(SB)/8, $0x1716151413121110
-DATA iq2SignBits<>+160(SB)/8, $0x1716151413121110
-DATA iq2SignBits<>+168(SB)/8, $0x1716151413121110
-DATA iq2SignBits<>+176(SB)/8, $0x1716151413121110
-DATA iq2SignBits<>+184(SB)/8, $0x1716151413121110
-DATA iq2SignBits<>+192(SB)/8, $0x1f1e1d1c1b1a1918
-DATA iq2SignBits<>+200(SB)/8, $0x1f1e1d1c1b1a1918
-DATA iq2SignBits<>+208(SB)/8, $0x1f1e1d1c1b1a1918
-DATA iq2SignBits<>+216(SB)/8, $0x1f1e1d1c1b1a1918
-DATA iq2SignBits<>+224(SB)/8, $0x1f1e1d1c1b1a1918
-DATA iq2SignBits<>+232(SB)/8, $0x1f1e1d1c1b1a1918
-DATA iq2SignBits<>+240(SB)/8, $0x1f1e1d1c1b1a1918
-DATA iq2SignBits<>+248(SB)/8, $0x1f1e1d1c1b1a1918
+// bit 16z+8+t of every qword for byte t, the sign of element t of row
+// 8z+q in the layout of iq2SignScaleLayout (copied to the frame, see the
+// register use).
+DATA iq2SignBits<>+0(SB)/8, $0x0f0e0d0c0b0a0908
+DATA iq2SignBits<>+8(SB)/8, $0x0f0e0d0c0b0a0908
+DATA iq2SignBits<>+16(SB)/8, $0x0f0e0d0c0b0a0908
+DATA iq2SignBits<>+24(SB)/8, $0x0f0e0d0c0b0a0908
+DATA iq2SignBits<>+32(SB)/8, $0x0f0e0d0c0b0a0908
+DATA iq2SignBits<>+40(SB)/8, $0x0f0e0d0c0b0a0908
+DATA iq2SignBits<>+48(SB)/8, $0x0f0e0d0c0b0a0908
+DATA iq2SignBits<>+56(SB)/8, $0x0f0e0d0c0b0a0908
+DATA iq2SignBits<>+64(SB)/8, $0x1f1e1d1c1b1a1918
+DATA iq2SignBits<>+72(SB)/8, $0x1f1e1d1c1b1a1918
+DATA iq2SignBits<>+80(SB)/8, $0x1f1e1d1c1b1a1918
+DATA iq2SignBits<>+88(SB)/8, $0x1f1e1d1c1b1a1918
+DATA iq2SignBits<>+96(SB)/8, $0x1f1e1d1c1b1a1918
+DATA iq2SignBits<>+104(SB)/8, $0x1f1e1d1c1b1a1918
+DATA iq2SignBits<>+112(SB)/8, $0x1f1e1d1c1b1a1918
+DATA iq2SignBits<>+120(SB)/8, $0x1f1e1d1c1b1a1918
+DATA iq2SignBits<>+128(SB)/8, $0x2f2e2d2c2b2a2928
+DATA iq2SignBits<>+136(SB)/8, $0x2f2e2d2c2b2a2928
+DATA iq2SignBits<>+144(SB)/8, $0x2f2e2d2c2b2a2928
+DATA iq2SignBits<>+152(SB)/8, $0x2f2e2d2c2b2a2928
+DATA iq2SignBits<>+160(SB)/8, $0x2f2e2d2c2b2a2928
+DATA iq2SignBits<>+168(SB)/8, $0x2f2e2d2c2b2a2928
+DATA iq2SignBits<>+176(SB)/8, $0x2f2e2d2c2b2a2928
+DATA iq2SignBits<>+184(SB)/8, $0x2f2e2d2c2b2a2928
+DATA iq2SignBits<>+192(SB)/8, $0x3f3e3d3c3b3a3938
+DATA iq2SignBits<>+200(SB)/8, $0x3f3e3d3c3b3a3938
+DATA iq2SignBits<>+208(SB)/8, $0x3f3e3d3c3b3a3938
+DATA iq2SignBits<>+216(SB)/8, $0x3f3e3d3c3b3a3938
+DATA iq2SignBits<>+224(SB)/8, $0x3f3e3d3c3b3a3938
+DATA iq2SignBits<>+232(SB)/8, $0x3f3e3d3c3b3a3938
+DATA iq2SignBits<>+240(SB)/8, $0x3f3e3d3c3b3a3938
+DATA iq2SignBits<>+248(SB)/8, $0x3f3e3d3c3b3a3938
 GLOBL iq2SignBits<>(SB), RODATA|NOPTR, $256
 
 // Register use. Constants: Z2 iq2ScalePerm, Z16 and Z20..Z22 the
 // iq2CodeShift controls, Z17 iq2MagMatrix (single-token kernel: bytes
-// 128), Z18 iq2SignShift, Z19 iq2Compact (single-token kernel:
-// iq2SignLayout), Z23 iq2IndexPerm, Z24..Z31 the code tables, K7 the even
-// bytes; single-token kernel also Z14 iq2BiasPerm. Four-token kernel, per
-// block: Z0 the block, Z1 its codes, Z3 its multipliers, K3 a sign mask;
-// Z4, Z10, Z11, Z12 the int32 accumulators of the four tokens, Z14 their
-// common term, Z5..Z9 scratch. Single-token kernel: Z1, Z3, Z15 and Z5,
-// Z9, Z11 the codes, multipliers and sign bytes of two blocks, K3 and K4
-// their sign masks, Z4, Z10 and Z12 accumulators, Z0 and Z6..Z8 scratch,
-// K1 the index bits 7, R12 the 64-byte-aligned frame copies of
-// iq2SignBits (bytes 0..255) and iq2Neg64W (256..319). X13 the float
+// 128), Z18 iq2SignShift (single-token kernel: iq2SignScaleShift), Z19
+// iq2Compact (single-token kernel: iq2SignScaleLayout), Z23 iq2IndexPerm
+// (single-token kernel: iq2PairIndex), Z24..Z31 the code tables (in the
+// single-token kernel Z31's in the frame), K7 the even bytes. Four-token
+// kernel, per block: Z0 the block, Z1 its codes, Z3 its multipliers, K3 a
+// sign mask; Z4, Z10, Z11, Z12 the int32 accumulators of the four tokens,
+// Z14 their common term, Z5..Z9 scratch. Single-token kernel: Z1 and Z5
+// the codes of the pair of blocks being multiplied, Z14 and Z31 those of
+// the next pair; Z3, Z15 and Z9, Z11 the multipliers and sign bytes of
+// two blocks; K3 and K4 their sign masks; Z4, Z10 and Z12 accumulators;
+// Z0 and Z6..Z8 scratch; K1 the index bits 7, K6 the bias dwords; R12
+// the 64-byte-aligned frame copies of iq2SignBits (bytes 0..255),
+// iq2Neg64W (256..319) and the last code table (320..383). X13 the float
 // sum(s).
 
 // IQ2Z5SETUP loads the constants.
@@ -404,39 +448,51 @@ GLOBL iq2SignBits<>(SB), RODATA|NOPTR, $256
 // selects above take, per byte, the high-index table where bit 7 of the
 // index is set, then the high-byte tables in the odd bytes.)
 
-// IQ2Z6EXPAND expands the block at woff(SI) for the single-token kernel:
-// Zc gets its codes and Zm its multipliers as IQ2Z5BLOCK leaves them in Z1
-// and Z3, Zs in byte z of qword q the sign byte of row 8z+q (the bits
-// VPSHUFBITQMB picks the sign masks from), and Yacc the block's bias
-// term against the Q8_K block at yoff(DI): dword g gets
-// -64·(2ls+1)·(Bsums[2g]+Bsums[2g+1]) for group g, the upper dwords of
-// its ZMM 0. The table halves are picked by a mask of the indices' bit 7
-// here (VPMOVB2M, VPBLENDMB) rather than by IQ2Z5BLOCK's VGF2P8AFFINEQB
-// and VPTERNLOGQ: that frees the register two interleaved blocks need,
-// and takes an operation off the two shuffle pipes. Clobbers Z0, Z6..Z8
+// IQ2Z6LOOKUP looks up the grid rows of the blocks at woff(SI) and
+// woff2(SI) for the single-token kernel and sets ZcA and ZcB to their
+// codes as IQ2Z5BLOCK leaves them in Z1. Looking each byte up in all four
+// tables, as IQ2Z5BLOCK does, wastes half the lookups: the even bytes
+// need only the low-byte tables and the odd ones the high-byte tables. So
+// one VPERMT2B gathers the 64 indices of both blocks (iq2PairIndex), two
+// VPERMI2B and a VPBLENDMB look all of them up in the low-byte tables and
+// two more in the high-byte tables, and VPUNPCKLBW and VPUNPCKHBW
+// interleave the two results into the blocks' codes: per block two
+// VPERMI2B instead of four, and no odd-byte select. Clobbers Z0, Z6..Z8
 // and K1.
-#define IQ2Z6EXPAND(woff, yoff, Yacc, Zc, Zm, Zs) \
+#define IQ2Z6LOOKUP(woff, woff2, ZcA, ZcB) \
 	VMOVDQU64        (woff+2)(SI), Z0; \
-	VPERMB           Z0, Z23, Zc; \
-	VPMOVB2M         Zc, K1; \
-	VMOVDQA64        Zc, Z6; \
-	VMOVDQA64        Zc, Z7; \
-	VMOVDQA64        Zc, Z8; \
-	VPERMI2B         Z25, Z24, Zc; \
+	VPERMT2B         (woff2+2)(SI), Z23, Z0; \
+	VPMOVB2M         Z0, K1; \
+	VMOVDQA64        Z0, Z6; \
+	VMOVDQA64        Z0, Z7; \
+	VMOVDQA64        Z0, Z8; \
+	VPERMI2B         Z25, Z24, Z0; \
 	VPERMI2B         Z27, Z26, Z6; \
 	VPERMI2B         Z29, Z28, Z7; \
-	VPERMI2B         Z31, Z30, Z8; \
-	VPBLENDMB        Z6, Zc, K1, Zc; \
+	VPERMI2B         320(R12), Z30, Z8; \
+	VPBLENDMB        Z6, Z0, K1, Z0; \
 	VPBLENDMB        Z8, Z7, K1, Z7; \
-	VPTERNLOGQ.BCST  $0xd8, iq2OddBytes<>(SB), Z7, Zc; \
-	VPMULTISHIFTQB   Z0, Z18, Z8; \
+	VPUNPCKLBW       Z7, Z0, ZcA; \
+	VPUNPCKHBW       Z7, Z0, ZcB
+
+// IQ2Z6SIGNS sets, for the single-token kernel, Zs to the sign bytes and
+// scales of the block at woff(SI) laid out by iq2SignScaleLayout, Zm to
+// its multipliers as IQ2Z5BLOCK leaves them in Z3, and Zacc to its bias
+// term against the Q8_K block at yoff(DI): dword 2k of the low half gets
+// -64·(2ls+1)·(Bsums[4k]+Bsums[4k+1]) for group 2k, dword 2k+1 of the
+// high half the same for group 2k+1 (Bsums[4k+2], Bsums[4k+3]), the other
+// dwords 0. One VPMULTISHIFTQB extracts the sign indices and the scales,
+// one VGF2P8AFFINEQB adds the parity bits, and one VPERMB lays out both,
+// so the multipliers are one VGF2P8AFFINEQB of the even bytes away.
+// Clobbers Z6 and Z8.
+#define IQ2Z6SIGNS(woff, yoff, Zacc, Zm, Zs) \
+	VPMULTISHIFTQB   (woff+2)(SI), Z18, Z8; \
 	VGF2P8AFFINEQB.BCST $0, iq2ParityMatrix<>(SB), Z8, Z8; \
 	VPERMB           Z8, Z19, Zs; \
-	VPERMB           Z0, Z2, Zm; \
-	VGF2P8AFFINEQB.BCST.Z $1, iq2ScaleMatrix<>(SB), Zm, K7, Zm; \
-	VPERMD           Zm, Z14, Z6; \
-	VPMULLW          256(R12), Z6, Z6; \
-	VPMADDWD         (yoff+BlockQ8K_Bsums)(DI), Y6, Yacc
+	VGF2P8AFFINEQB.BCST.Z $1, iq2LowScaleMatrix<>(SB), Zs, K7, Zm; \
+	VBROADCASTI64X4  (yoff+BlockQ8K_Bsums)(DI), Z6; \
+	VPMULLW          256(R12), Zm, Z8; \
+	VPMADDWD.Z       Z8, Z6, K6, Zacc
 
 // IQ2Z6APPLY adds to Zacc the scaled sum of elements 64z..64z+63 of the
 // block expanded into Zc, Zm and Zs, each weight w taken as 64+w, times
@@ -453,41 +509,39 @@ GLOBL iq2SignBits<>(SB), RODATA|NOPTR, $256
 	VPERMQ         $(0x55*z), Zm, Zt; \
 	VPDPWSSD       Zt, Zw, Zacc
 
-// IQ2Z6PAIR sets Zout to the integer sums of the blocks at woff(SI) and
-// woff+66(SI) against the Q8_K blocks at yoff(DI) and yoff+292(DI), folded
-// once as IQ2Z5SUM4's first step folds two accumulators. The two blocks
-// are expanded, then their products interleaved: a block's chain from
-// its load to its last VPDPWSSD is long, and two chains side by side keep
-// the pipes busy where one leaves them waiting: about 10% faster than
-// block after block, measured on Zen 5. Zb is clobbered.
-#define IQ2Z6PAIR(woff, yoff, Zout, Yout, Zb, Yb) \
-	IQ2Z6EXPAND(woff, yoff, Yout, Z1, Z3, Z15); \
-	IQ2Z6EXPAND(woff+const_dotIQ2XXSBytes, yoff+BlockQ8K__size, Yb, Z5, Z9, Z11); \
-	IQ2Z6APPLY(Z16, 0, yoff, Zout, Z1, Z3, Z15, Z6, Z7, K3); \
-	IQ2Z6APPLY(Z16, 0, yoff+BlockQ8K__size, Zb, Z5, Z9, Z11, Z8, Z0, K4); \
-	IQ2Z6APPLY(Z20, 1, yoff, Zout, Z1, Z3, Z15, Z6, Z7, K3); \
-	IQ2Z6APPLY(Z20, 1, yoff+BlockQ8K__size, Zb, Z5, Z9, Z11, Z8, Z0, K4); \
-	IQ2Z6APPLY(Z21, 2, yoff, Zout, Z1, Z3, Z15, Z6, Z7, K3); \
-	IQ2Z6APPLY(Z21, 2, yoff+BlockQ8K__size, Zb, Z5, Z9, Z11, Z8, Z0, K4); \
-	IQ2Z6APPLY(Z22, 3, yoff, Zout, Z1, Z3, Z15, Z6, Z7, K3); \
-	IQ2Z6APPLY(Z22, 3, yoff+BlockQ8K__size, Zb, Z5, Z9, Z11, Z8, Z0, K4); \
+// IQ2Z6PAIR adds to Zout and Zb the products of the two blocks whose
+// codes are in ZcA and ZcB and whose multipliers, sign bytes and bias
+// terms IQ2Z6SIGNS left in Z3, Z15, Zout and Z9, Z11, Zb, against the Q8_K
+// blocks at yoff(DI) and yoff+292(DI), and folds them into Zout as
+// IQ2Z5SUM4's first step folds two accumulators. The two blocks'
+// products are interleaved: a block's chain of products is long, and two
+// side by side keep the pipes busy. Clobbers Z0, Z6..Z8, K3 and K4.
+#define IQ2Z6PAIR(yoff, Zout, Zb, ZcA, ZcB) \
+	IQ2Z6APPLY(Z16, 0, yoff, Zout, ZcA, Z3, Z15, Z6, Z7, K3); \
+	IQ2Z6APPLY(Z16, 0, yoff+BlockQ8K__size, Zb, ZcB, Z9, Z11, Z8, Z0, K4); \
+	IQ2Z6APPLY(Z20, 1, yoff, Zout, ZcA, Z3, Z15, Z6, Z7, K3); \
+	IQ2Z6APPLY(Z20, 1, yoff+BlockQ8K__size, Zb, ZcB, Z9, Z11, Z8, Z0, K4); \
+	IQ2Z6APPLY(Z21, 2, yoff, Zout, ZcA, Z3, Z15, Z6, Z7, K3); \
+	IQ2Z6APPLY(Z21, 2, yoff+BlockQ8K__size, Zb, ZcB, Z9, Z11, Z8, Z0, K4); \
+	IQ2Z6APPLY(Z22, 3, yoff, Zout, ZcA, Z3, Z15, Z6, Z7, K3); \
+	IQ2Z6APPLY(Z22, 3, yoff+BlockQ8K__size, Zb, ZcB, Z9, Z11, Z8, Z0, K4); \
 	VSHUFI64X2     $0x44, Zb, Zout, Z6; \
 	VSHUFI64X2     $0xee, Zb, Zout, Z7; \
 	VPADDD         Z7, Z6, Zout
 
 // IQ2Z6SUM4 finishes IQ2Z5SUM4 from two IQ2Z6PAIR results in Z4 and Z10:
-// X5 gets the four blocks' float32(bsum). Clobbers Z6..Z8.
+// X0 gets the four blocks' float32(bsum). Clobbers Z6..Z8.
 #define IQ2Z6SUM4 \
 	VSHUFI64X2 $0x88, Z10, Z4, Z7; \
-	VSHUFI64X2 $0xdd, Z10, Z4, Z5; \
-	VPADDD     Z7, Z5, Z5; \
-	VPSHUFD    $0x4e, Z5, Z6; \
-	VPADDD     Z6, Z5, Z5; \
-	VPSHUFD    $0xb1, Z5, Z6; \
-	VPADDD     Z6, Z5, Z5; \
+	VSHUFI64X2 $0xdd, Z10, Z4, Z0; \
+	VPADDD     Z7, Z0, Z0; \
+	VPSHUFD    $0x4e, Z0, Z6; \
+	VPADDD     Z6, Z0, Z0; \
+	VPSHUFD    $0xb1, Z0, Z6; \
+	VPADDD     Z6, Z0, Z0; \
 	VMOVDQU64  iq2Compact<>(SB), Z8; \
-	VPERMD     Z5, Z8, Z5; \
-	VCVTDQ2PS  X5, X5
+	VPERMD     Z0, Z8, Z0; \
+	VCVTDQ2PS  X0, X0
 
 // IQ2Z5SUM4 sets X5 to the four float32 values float32(Σ lanes of Z4),
 // float32(Σ Z10), float32(Σ Z11) and float32(Σ Z12). The four
@@ -528,9 +582,11 @@ GLOBL iq2SignBits<>(SB), RODATA|NOPTR, $256
 // Four blocks at a time, two pairs: their integer sums are folded together
 // (IQ2Z6PAIR, IQ2Z6SUM4) and their float terms (f16(d)·D)·float32(bsum)
 // formed four wide, then added to sumf one at a time in block order, so
-// every float operation is DotIQ2XXS's. The last nb%4 blocks go one at a
-// time. The activations' Bsums must be their codes' sums (IQ2Z6EXPAND).
-TEXT ·dotIQ2XXSAVX512Asm(SB), NOSPLIT, $384-28
+// every float operation is DotIQ2XXS's. The codes of each pair are looked
+// up (IQ2Z6LOOKUP) while the pair before it is multiplied, so the lookups'
+// long chain overlaps the products. The last nb%4 blocks go one at a time.
+// The activations' Bsums must be their codes' sums (IQ2Z6SIGNS).
+TEXT ·dotIQ2XXSAVX512Asm(SB), NOSPLIT, $448-28
 	MOVQ w+0(FP), SI
 	MOVQ y+8(FP), DI
 	MOVQ nb+16(FP), CX
@@ -547,19 +603,35 @@ TEXT ·dotIQ2XXSAVX512Asm(SB), NOSPLIT, $384-28
 	VMOVDQU64 Z0, 192(R12)
 	VMOVDQU64 iq2Neg64W<>(SB), Z0
 	VMOVDQU64 Z0, 256(R12)
+	VMOVDQU64 ·iq2xxsAVX512Codes+448(SB), Z0
+	VMOVDQU64 Z0, 320(R12)
 	VMOVDQU64 iq2Bytes128<>(SB), Z17
-	VMOVDQU64 iq2BiasPerm<>(SB), Z14
-	VMOVDQU64 iq2SignLayout<>(SB), Z19
+	VMOVDQU64 iq2SignScaleShift<>(SB), Z18
+	VMOVDQU64 iq2SignScaleLayout<>(SB), Z19
+	VMOVDQU64 iq2PairIndex<>(SB), Z23
+	MOVL      $0xaa55, AX
+	KMOVW     AX, K6
 	VXORPS    X13, X13, X13 // sumf
 	CMPQ      CX, $4
 	JLT       iq2z6tail
+	IQ2Z6LOOKUP(0, const_dotIQ2XXSBytes, Z1, Z5)
 
 	// The loop starts a cache line, wherever the linker puts the code.
 	PCALIGN $64
 
 iq2z6loop4:
-	IQ2Z6PAIR(0, 0, Z4, Y4, Z10, Y10)
-	IQ2Z6PAIR(2*const_dotIQ2XXSBytes, 2*BlockQ8K__size, Z10, Y10, Z12, Y12)
+	IQ2Z6SIGNS(0, 0, Z4, Z3, Z15)
+	IQ2Z6SIGNS(const_dotIQ2XXSBytes, BlockQ8K__size, Z10, Z9, Z11)
+	IQ2Z6LOOKUP(2*const_dotIQ2XXSBytes, 3*const_dotIQ2XXSBytes, Z14, Z31)
+	IQ2Z6PAIR(0, Z4, Z10, Z1, Z5)
+	CMPQ CX, $8
+	JLT  iq2z6last
+	IQ2Z6LOOKUP(4*const_dotIQ2XXSBytes, 5*const_dotIQ2XXSBytes, Z1, Z5)
+
+iq2z6last:
+	IQ2Z6SIGNS(2*const_dotIQ2XXSBytes, 2*BlockQ8K__size, Z10, Z3, Z15)
+	IQ2Z6SIGNS(3*const_dotIQ2XXSBytes, 3*BlockQ8K__size, Z12, Z9, Z11)
+	IQ2Z6PAIR(2*BlockQ8K__size, Z10, Z12, Z14, Z31)
 	IQ2Z6SUM4
 
 	// X6 = the four f16(d) as float32 (VMOVD also loads the word after d,
@@ -574,7 +646,7 @@ iq2z6loop4:
 	VINSERTPS $0x20, (2*BlockQ8K__size+BlockQ8K_D)(DI), X7, X7
 	VINSERTPS $0x30, (3*BlockQ8K__size+BlockQ8K_D)(DI), X7, X7
 	VMULPS    X7, X6, X6 // dd = f16(d)·D
-	VMULPS    X5, X6, X6 // dd·float32(bsum)
+	VMULPS    X0, X6, X6 // dd·float32(bsum)
 	VADDSS    X6, X13, X13
 	VMOVSHDUP X6, X7
 	VADDSS    X7, X13, X13
@@ -594,7 +666,8 @@ iq2z6tail:
 	JZ    iq2z6done
 
 iq2z6loop1:
-	IQ2Z6EXPAND(0, 0, Y4, Z1, Z3, Z15)
+	IQ2Z6LOOKUP(0, 0, Z1, Z5)
+	IQ2Z6SIGNS(0, 0, Z4, Z3, Z15)
 	IQ2Z6APPLY(Z16, 0, 0, Z4, Z1, Z3, Z15, Z6, Z7, K3)
 	IQ2Z6APPLY(Z20, 1, 0, Z4, Z1, Z3, Z15, Z6, Z7, K3)
 	IQ2Z6APPLY(Z21, 2, 0, Z4, Z1, Z3, Z15, Z6, Z7, K3)
