@@ -36,9 +36,17 @@ type Layer struct {
 type Options struct {
 	Slots   int    // capacity in experts, at least 1
 	Direct  bool   // read with O_DIRECT where the file system allows it
-	Readers int    // positioned reads in flight; 0 means 8
+	Readers int    // positioned reads in flight; 0 means DefaultReaders
 	Policy  Policy // which unpinned slot a miss takes; the zero value is Layered
 }
+
+// DefaultReaders is how many reads a cache runs at once unless told:
+// few, so that the queue's first experts, which the next layer waits
+// for, arrive first. One expert's read is already large (7 MB on Flash
+// q2), which the kernel splits into many requests in flight on the
+// device; on the disks measured (docs/streaming.md#prefetch), more reads
+// at once did not read faster and delayed the first ones.
+const DefaultReaders = 2
 
 // Policy is an eviction policy: which unpinned slot a miss refills.
 type Policy int
@@ -190,7 +198,7 @@ func open(path string, layers []Layer, opt Options, openDirect func(string) *os.
 		return nil, fmt.Errorf("expertcache: %d slots, want at least 1", opt.Slots)
 	}
 	if opt.Readers <= 0 {
-		opt.Readers = 8
+		opt.Readers = DefaultReaders
 	}
 	sb := SlotBytes(layers)
 	if sb == 0 {
