@@ -146,8 +146,12 @@ type slot struct {
 	pins  int
 	used  uint64 // tick of the last Acquire that wanted it, for LRU
 	ahead bool   // read by Prefetch and not yet acquired
-	view  Expert
-	err   error // slotFailed: why
+	// wanted: asked for by a Prefetch and not yet acquired (or its
+	// layer's turn came without it): a Prefetch never evicts it, and an
+	// Acquire only when every unpinned slot is wanted.
+	wanted bool
+	view   Expert
+	err    error // slotFailed: why
 }
 
 // Cache is an expert cache over one model file. Its methods are safe for
@@ -177,6 +181,7 @@ type Cache struct {
 	fetched   int64           // experts read by Prefetch
 	usedAhead int64           // of those, experts an Acquire then asked for
 	queue     []queued        // Prefetch's reads not started yet, in the order asked
+	known     []bool          // per layer: a Prefetch asked for its experts since its last Acquire
 	active    int             // Prefetch's readers running
 	onRead    func(il, e int) // tests: called as a Prefetch read starts
 	bg        sync.WaitGroup  // Prefetch's readers
@@ -227,7 +232,7 @@ func open(path string, layers []Layer, opt Options, openDirect func(string) *os.
 		return nil, fmt.Errorf("expertcache: %d slots of %d bytes: %w", opt.Slots, sb, err)
 	}
 	c := &Cache{path: path, layers: slices.Clone(layers), slotBytes: sb, readers: opt.Readers, buf: buf, free: free, plain: plain,
-		slots: make([]slot, opt.Slots), where: make([][]int32, len(layers)), lat: make([]time.Duration, 0, latencies)}
+		slots: make([]slot, opt.Slots), where: make([][]int32, len(layers)), known: make([]bool, len(layers)), lat: make([]time.Duration, 0, latencies)}
 	c.cond = sync.NewCond(&c.mu)
 	// Until a layer is acquired, the pass to come starts at layer 0.
 	c.policy, c.cur = opt.Policy, len(layers)-1
@@ -290,9 +295,12 @@ func (c *Cache) Stats() Stats {
 // experts: an Acquire of them soon after finds them resident, or waits
 // for the read in flight, or reads them itself if their turn has not
 // come. The reads start in the order Prefetch asked for them, after
-// those asked before, at most Options.Readers at once. It reads only as
-// many as it can place without evicting an expert needed sooner (by the
-// Layered policy's order; by the others', any unpinned one), and ignores
+// those asked before, at most Options.Readers at once. The experts
+// asked for, read or resident, are held until their layer's Acquire: no
+// Prefetch evicts them, and an Acquire only when nothing else is left.
+// It reads only as many as it can place without evicting a held expert
+// or, under Layered, one of a layer that runs before il and whose
+// experts no Prefetch has asked for since its last Acquire; it ignores
 // experts out of range.
 func (c *Cache) Prefetch(il int, experts []int) {
 	if il < 0 || il >= len(c.layers) {
@@ -303,25 +311,29 @@ func (c *Cache) Prefetch(il int, experts []int) {
 		c.mu.Unlock()
 		return
 	}
+	// The experts asked for that are resident stay until their Acquire.
+	for _, e := range experts {
+		if e >= 0 && e < c.layers[il].Experts {
+			if si := c.where[il][e]; si >= 0 {
+				c.slots[si].wanted = true
+			}
+		}
+	}
+	c.known[il] = true
 	for _, e := range experts {
 		if e < 0 || e >= c.layers[il].Experts || c.where[il][e] >= 0 {
 			continue
 		}
-		si := c.victim()
+		si := c.choose(il)
 		if si < 0 {
-			break
+			break // every slot is pinned, wanted or needed before il
 		}
 		s := &c.slots[si]
-		if s.state != slotEmpty && s.state != slotFailed {
-			if c.policy == Layered && c.distance(s.layer) <= c.distance(il) {
-				break // every unpinned expert is needed before il's
-			}
-			c.where[s.layer][s.exp] = -1
-		} else if s.state == slotFailed {
+		if s.state != slotEmpty {
 			c.where[s.layer][s.exp] = -1
 		}
 		c.tick++
-		*s = slot{state: slotLoading, layer: il, exp: e, pins: 1, used: c.tick, ahead: true}
+		*s = slot{state: slotLoading, layer: il, exp: e, pins: 1, used: c.tick, ahead: true, wanted: true}
 		c.where[il][e] = int32(si)
 		c.fetched++
 		c.queue = append(c.queue, queued{il: il, ld: load{s: si, exp: e}})
@@ -531,6 +543,14 @@ func (c *Cache) claim(il int, experts []int, loads []load) ([]load, bool) {
 	}
 	c.tick++
 	c.cur = il
+	// Layer il's turn: what a Prefetch asked for of it is settled, taken
+	// now or not at all.
+	c.known[il] = false
+	for i := range c.slots {
+		if c.slots[i].layer == il {
+			c.slots[i].wanted = false
+		}
+	}
 	if c.freq != nil {
 		for _, e := range experts {
 			c.freq[il][e]++
@@ -583,9 +603,29 @@ func (c *Cache) claim(il int, experts []int, loads []load) ([]load, bool) {
 	return loads, true
 }
 
-// victim returns the unpinned slot to fill next: an empty one, else the
-// least recently used; c.mu is held and one exists.
+// victim returns the unpinned slot an Acquire fills next: an empty one,
+// else the one the policy evicts first among those no Prefetch wants,
+// else among all; c.mu is held and one exists.
 func (c *Cache) victim() int {
+	if si := c.choose(-1); si >= 0 {
+		return si
+	}
+	best := -1
+	for i := range c.slots {
+		if s := &c.slots[i]; s.pins == 0 && (best < 0 || c.evictsBefore(s, &c.slots[best])) {
+			best = i
+		}
+	}
+	return best
+}
+
+// choose returns an empty or failed unpinned slot, else the one the
+// policy evicts first among the unpinned ones no Prefetch wants; for a
+// Prefetch of layer il (il >= 0) under the Layered policy, not one of a
+// layer that runs before il and whose experts no Prefetch has asked for
+// since its last turn: they may be needed sooner. It returns -1 when no
+// slot qualifies; c.mu is held.
+func (c *Cache) choose(il int) int {
 	best := -1
 	for i := range c.slots {
 		s := &c.slots[i]
@@ -594,6 +634,9 @@ func (c *Cache) victim() int {
 		}
 		if s.state == slotEmpty || s.state == slotFailed {
 			return i
+		}
+		if s.wanted || (il >= 0 && c.policy == Layered && s.layer != il && !c.known[s.layer] && c.distance(s.layer) < c.distance(il)) {
+			continue
 		}
 		if best < 0 || c.evictsBefore(s, &c.slots[best]) {
 			best = i

@@ -431,6 +431,48 @@ func TestCachePrefetchKeepsSoonerLayers(t *testing.T) {
 	require.Equal(t, int64(1), c.Stats().Hits)
 }
 
+// TestCachePrefetchOwnLayer checks that with the Layered policy a
+// prefetch of a layer may evict that layer's other experts, as its
+// Acquire would, but not the ones asked for.
+func TestCachePrefetchOwnLayer(t *testing.T) {
+	path, layers := testFile(t, t.TempDir())
+	c, err := Open(path, layers, Options{Slots: 3})
+	require.NoError(t, err)
+	defer c.Close()
+	dst := make([]Expert, 3)
+	acquireChecked(t, c, layers, 2, []int{0, 1, 2}, dst) // the cache holds layer 2's 0, 1, 2
+	c.Prefetch(2, []int{0, 5, 2})
+	c.bg.Wait()
+	st := c.Stats()
+	require.Equal(t, int64(1), st.Prefetched, "expert 5 evicts expert 1, not 0 or 2")
+	acquireChecked(t, c, layers, 2, []int{0, 5, 2}, dst)
+	st = c.Stats()
+	require.Equal(t, [3]int64{3, 3, 1}, [3]int64{st.Hits, st.Misses, st.Prefetched})
+}
+
+// TestCachePrefetchKnownLayers checks that a prefetch may evict the
+// experts of an earlier layer that a Prefetch asked for others of since
+// its last turn (its needs are known; the rest wait for a later pass),
+// but never those asked for.
+func TestCachePrefetchKnownLayers(t *testing.T) {
+	path, layers := testFile(t, t.TempDir())
+	c, err := Open(path, layers, Options{Slots: 3})
+	require.NoError(t, err)
+	defer c.Close()
+	dst := make([]Expert, 2)
+	acquireChecked(t, c, layers, 0, []int{0, 1}, dst)
+	require.NoError(t, c.Acquire(2, []int{0}, dst)) // pinned; layer 0 runs next
+	c.Prefetch(0, []int{0})                         // layer 0 will want 0, not 1
+	c.Prefetch(2, []int{3, 4})                      // 3 may take 1's slot; 4 finds none
+	c.bg.Wait()
+	c.Release(2, []int{0})
+	require.Equal(t, int64(1), c.Stats().Prefetched)
+	acquireChecked(t, c, layers, 0, []int{0}, dst)
+	acquireChecked(t, c, layers, 2, []int{3}, dst)
+	st := c.Stats()
+	require.Equal(t, [3]int64{2, 3, 1}, [3]int64{st.Hits, st.Misses, st.Prefetched})
+}
+
 // TestCachePrefetchFirstPass checks that before any layer has run a
 // forward pass starts at layer 0: the first evaluation's prefetches of
 // later layers do not evict layer 0's, whose reads have already ended.
