@@ -20,6 +20,17 @@ type Disk struct {
 	DiskDirect     bool    `parquet:"disk_direct"`      // read with O_DIRECT; false: buffered, the file dropped from the page cache first
 }
 
+// Best returns d with each rate the better of d's and o's: the disk's
+// speed drifts (a cloud volume's burst credits, other tenants), and the
+// best of probes around a run keeps the fraction of its limit
+// conservative.
+func (d Disk) Best(o Disk) Disk {
+	d.DiskSeqGBs = max(d.DiskSeqGBs, o.DiskSeqGBs)
+	d.DiskRand1GBs = max(d.DiskRand1GBs, o.DiskRand1GBs)
+	d.DiskRand8GBs = max(d.DiskRand8GBs, o.DiskRand8GBs)
+	return d
+}
+
 // DiskConfig configures ProbeDisk.
 type DiskConfig struct {
 	Block int64  // bytes of one read, a multiple of DiskAlign

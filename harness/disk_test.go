@@ -134,3 +134,12 @@ func TestRooflineRecordsSSD(t *testing.T) {
 		}
 	}
 }
+
+// TestDiskBest checks that Best keeps each rate's better figure and the
+// probe's other fields.
+func TestDiskBest(t *testing.T) {
+	a := Disk{DiskSeqGBs: 2, DiskRand1GBs: 1, DiskRand8GBs: 3, DiskBlockBytes: 7 << 20, DiskDirect: true}
+	b := Disk{DiskSeqGBs: 1, DiskRand1GBs: 2.5, DiskRand8GBs: 2, DiskBlockBytes: 7 << 20, DiskDirect: true}
+	require.Equal(t, Disk{DiskSeqGBs: 2, DiskRand1GBs: 2.5, DiskRand8GBs: 3, DiskBlockBytes: 7 << 20, DiskDirect: true}, a.Best(b))
+	require.Equal(t, a.Best(b), b.Best(a))
+}

@@ -179,6 +179,14 @@ func (r *Roofline) measureSpeed(ctx context.Context, m *engine.Model, be backend
 	if err := ReprobeCompute(ctx, opt.Probe, &r.Machine, opt.Step); err != nil {
 		return err
 	}
+	if r.Streaming && opt.DiskPath != "" {
+		report(opt.Step, "the disk again")
+		d, err := ProbeDisk(ctx, opt.DiskPath, opt.Disk)
+		if err != nil {
+			return err
+		}
+		r.Disk = r.Disk.Best(d)
+	}
 	SetFloors(r.Rates, r.Machine)
 	if opt.Rounds > 0 {
 		report(opt.Step, fmt.Sprintf("the read bandwidth around each of %d decode rounds", opt.Rounds))
