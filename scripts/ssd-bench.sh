@@ -7,7 +7,9 @@
 #
 # Each run starts with the page cache dropped, in a child cgroup whose
 # limit is LIMIT (default 4 GiB), and measures a 64-token prompt and 64
-# greedy tokens with ds4-bench. It prints one line per run and the median
+# greedy tokens with ds4-bench (the ssd-roofline configuration: with
+# ds4-bench roofline --ssd-streaming, which also gives the decode's
+# fraction of the streaming speed of light). It prints one line per run and the median
 # of each configuration.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +35,7 @@ parent=/sys/fs/cgroup/memory$(awk -F: '$2 == "memory" { print $3 }' /proc/self/c
 cg=$parent/ds4-ssd-bench
 mkdir -p "$cg"
 
-configs=("plain" "ssd-default" "ssd-1GiB")
+configs=("plain" "ssd-default" "ssd-1GiB" "ssd-roofline")
 args_of() {
 	case $1 in
 	plain) ;;
@@ -50,21 +52,32 @@ for r in $(seq "$rounds"); do
 		echo "$limit" > "$cg/memory.limit_in_bytes"
 		echo 0 > "$cg/memory.max_usage_in_bytes"
 		kills0=$(awk '$1 == "oom_kill" { print $2 }' "$cg/memory.oom_control")
-		out=$(bash -c "echo \$\$ > $cg/cgroup.procs; exec /usr/bin/time -f 'maxrss_kb=%M' $bin/ds4-bench -m $model \
-			--prompt-file $prompt --ctx-start 64 --ctx-max 64 -n 64 --no-progress --hash none $(args_of "$c")" 2>&1) || {
+		cmd="$bin/ds4-bench -m $model --prompt-file $prompt --ctx-start 64 --ctx-max 64 -n 64 --no-progress --hash none $(args_of "$c")"
+		if [ "$c" = ssd-roofline ]; then
+			# The streaming speed of light: the disk probed before and
+			# after the run, the fraction of it on the decode line.
+			cmd="$bin/ds4-bench roofline -m $model --ssd-streaming --rounds 0 --prefill-rounds 0 --disk-mb 512 --prefill 64 --decode 64 --no-progress"
+		fi
+		out=$(bash -c "echo \$\$ > $cg/cgroup.procs; exec /usr/bin/time -f 'maxrss_kb=%M' $cmd" 2>&1) || {
 			echo "ssd-bench: $c failed:"; echo "$out"; exit 1; } >&2
 		kills=$(( $(awk '$1 == "oom_kill" { print $2 }' "$cg/memory.oom_control") - kills0 ))
-		row=$(echo "$out" | grep -E '^64,64,')
-		prefill=$(echo "$row" | cut -d, -f3) gen=$(echo "$row" | cut -d, -f5)
+		if [ "$c" = ssd-roofline ]; then
+			prefill=$(echo "$out" | sed -n 's/^prefill: *\([0-9.]*\) tok\/s.*/\1/p')
+			gen=$(echo "$out" | sed -n 's/^decode: *\([0-9.]*\) tok\/s.*/\1/p')
+			ssd="ssd_fraction=$(echo "$out" | sed -n 's/^decode:.* \([0-9.]*\) of the ssd streaming limit.*/\1/p') $(echo "$out" | grep -m1 'ssd streaming limit:')"
+		else
+			row=$(echo "$out" | grep -E '^64,64,')
+			prefill=$(echo "$row" | cut -d, -f3) gen=$(echo "$row" | cut -d, -f5)
+			ssd=$(echo "$out" | sed -n 's/^ds4-bench: ctx [0-9]*: \(ssd hit rate.*\)/\1/p')
+		fi
 		rss=$(echo "$out" | sed -n 's/.*maxrss_kb=\([0-9]*\).*/\1/p')
-		ssd=$(echo "$out" | sed -n 's/^ds4-bench: ctx [0-9]*: \(ssd hit rate.*\)/\1/p')
 		printf '%s round=%d prefill_tps=%s gen_tps=%s peak_rss_mib=%d cgroup_peak_mib=%d oom_kills=%d %s\n' \
 			"$c" "$r" "$prefill" "$gen" $((rss / 1024)) $(( $(cat "$cg/memory.max_usage_in_bytes") >> 20 )) "$kills" "$ssd" | tee -a "$results"
 	done
 done
 echo "medians over $rounds rounds (limit $((limit >> 20)) MiB):"
 for c in "${configs[@]}"; do
-	for k in prefill_tps gen_tps; do
+	for k in prefill_tps gen_tps ssd_fraction; do
 		grep "^$c " "$results" | sed -n "s/.* $k=\([0-9.]*\).*/\1/p" | sort -g | awk -v c="$c" -v k="$k" '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%s %s %.2f\n", c, k, m }'
 	done
 done
