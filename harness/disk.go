@@ -35,7 +35,7 @@ func (d Disk) Best(o Disk) Disk {
 type DiskConfig struct {
 	Block int64  // bytes of one read, a multiple of DiskAlign
 	Bytes int64  // bytes each of the three probes reads, at most the file's
-	Seed  uint64 // of the random offsets
+	Seed  uint64 // of the offsets; 0 draws a seed from the clock at each probe
 }
 
 // DiskAlign is the alignment of the disk probe's offsets, sizes and
@@ -49,9 +49,9 @@ const DiskAlign = 4096
 const ExpertReadBytes = 7 << 20
 
 // DefaultDiskConfig returns the disk probe's defaults: 7 MiB reads, 1 GiB
-// read by each probe.
+// read by each probe, at offsets drawn afresh for each probe.
 func DefaultDiskConfig() DiskConfig {
-	return DiskConfig{Block: ExpertReadBytes, Bytes: 1 << 30, Seed: 1}
+	return DiskConfig{Block: ExpertReadBytes, Bytes: 1 << 30}
 }
 
 // ProbeDisk measures the disk under the file at path: sequential reads,
@@ -91,18 +91,17 @@ func probeFile(ctx context.Context, f *os.File, cfg DiskConfig, direct bool) (Di
 	if fi.Size() < cfg.Block {
 		return Disk{}, fmt.Errorf("harness: disk probe: %s has %d bytes, less than one read of %d", f.Name(), fi.Size(), cfg.Block)
 	}
-	reads := int(max(1, min(cfg.Bytes, fi.Size())/cfg.Block))
-	seq := make([]int64, reads)
-	for i := range seq {
-		seq[i] = int64(i) * cfg.Block
+	seed := cfg.Seed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
 	}
-	rnd := RandomOffsets(fi.Size(), cfg.Block, DiskAlign, reads, cfg.Seed)
+	seq, rnd1, rnd8 := probeOffsets(fi.Size(), cfg, seed)
 	d := Disk{DiskBlockBytes: cfg.Block, DiskDirect: direct}
 	for _, p := range []struct {
 		offs   []int64
 		flight int
 		dst    *float64
-	}{{seq, 1, &d.DiskSeqGBs}, {rnd, 1, &d.DiskRand1GBs}, {rnd, 8, &d.DiskRand8GBs}} {
+	}{{seq, 1, &d.DiskSeqGBs}, {rnd1, 1, &d.DiskRand1GBs}, {rnd8, 8, &d.DiskRand8GBs}} {
 		if !direct {
 			dropCache(f)
 		}
@@ -113,6 +112,23 @@ func probeFile(ctx context.Context, f *os.File, cfg DiskConfig, direct bool) (Di
 		*p.dst = GBs(int64(len(p.offs))*cfg.Block, el)
 	}
 	return d, nil
+}
+
+// probeOffsets returns the offsets of ProbeDisk's three probes of a file
+// of size bytes: a run of consecutive blocks from a random aligned start,
+// and two sets of random aligned offsets, each its own. A virtual disk's
+// host keeps the blocks read lately in its own cache, which O_DIRECT does
+// not bypass: probes that read the blocks another probe, or the last
+// run's probe, read would measure that cache, not the disk.
+func probeOffsets(size int64, cfg DiskConfig, seed uint64) (seq, rnd1, rnd8 []int64) {
+	reads := int(max(1, min(cfg.Bytes, size)/cfg.Block))
+	run := int64(reads) * cfg.Block
+	start := RandomOffsets(size-run+cfg.Block, cfg.Block, DiskAlign, 1, seed)[0]
+	seq = make([]int64, reads)
+	for i := range seq {
+		seq[i] = start + int64(i)*cfg.Block
+	}
+	return seq, RandomOffsets(size, cfg.Block, DiskAlign, reads, seed+1), RandomOffsets(size, cfg.Block, DiskAlign, reads, seed+2)
 }
 
 // errDirectRefused marks a read that O_DIRECT refused (EINVAL).

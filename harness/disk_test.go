@@ -143,3 +143,31 @@ func TestDiskBest(t *testing.T) {
 	require.Equal(t, Disk{DiskSeqGBs: 2, DiskRand1GBs: 2.5, DiskRand8GBs: 3, DiskBlockBytes: 7 << 20, DiskDirect: true}, a.Best(b))
 	require.Equal(t, a.Best(b), b.Best(a))
 }
+
+// TestProbeOffsets checks that the disk probes read aligned blocks inside
+// the file, the sequential one a run of consecutive blocks, and that no
+// two probes, nor two seeds, read the same offsets: a virtual disk's host
+// would serve a repeated read from its cache.
+func TestProbeOffsets(t *testing.T) {
+	const size = 10 << 30
+	cfg := DiskConfig{Block: 7 << 20, Bytes: 512 << 20}
+	seq, rnd1, rnd8 := probeOffsets(size, cfg, 7)
+	require.Len(t, seq, 73)
+	for i, o := range seq {
+		require.Equal(t, seq[0]+int64(i)*cfg.Block, o)
+	}
+	for _, offs := range [][]int64{seq, rnd1, rnd8} {
+		require.Len(t, offs, 73)
+		for _, o := range offs {
+			require.Zero(t, o%DiskAlign)
+			require.True(t, o >= 0 && o+cfg.Block <= size, "offset %d", o)
+		}
+	}
+	require.NotEqual(t, rnd1, rnd8)
+	seq2, rnd12, _ := probeOffsets(size, cfg, 8)
+	require.NotEqual(t, seq[0], seq2[0])
+	require.NotEqual(t, rnd1, rnd12)
+	// A file no larger than the probe: one run from its start.
+	seq, _, _ = probeOffsets(3*cfg.Block, cfg, 9)
+	require.Equal(t, []int64{0, cfg.Block, 2 * cfg.Block}, seq)
+}
