@@ -192,13 +192,11 @@ func (f *pass) prefetchRouted(il int) {
 	f.eachToken(stepFFNPre, l, n, 0)
 	f.be.MatMul(sc.logit[:n*p.Experts], l.GateInp, sc.a[:n*p.Embd], n)
 	k := p.ExpertsUsed
-	prob := sc.prob[:p.Experts]
 	clear(sc.count)
-	for i := range n {
-		sel := sc.sel[i*k : (i+1)*k]
-		f.be.RouterProbs(prob, sc.logit[i*p.Experts:(i+1)*p.Experts])
-		f.be.SelectExperts(sel, prob, l.ExpBias)
-		for _, e := range sel {
+	for i, t := range f.toks {
+		// The FFN routes again, over these buffers, with its own input.
+		f.route(l, sc.logit[i*p.Experts:(i+1)*p.Experts], t, sc.sel[i*k:(i+1)*k], sc.wt[i*k:(i+1)*k])
+		for _, e := range sc.sel[i*k : (i+1)*k] {
 			sc.count[e] = 1
 		}
 	}
