@@ -604,27 +604,16 @@ func (c *Cache) claim(il int, experts []int, loads []load) ([]load, bool) {
 }
 
 // victim returns the unpinned slot an Acquire fills next: an empty one,
-// else the one the policy evicts first among those no Prefetch wants,
-// else among all; c.mu is held and one exists.
-func (c *Cache) victim() int {
-	if si := c.choose(-1); si >= 0 {
-		return si
-	}
-	best := -1
-	for i := range c.slots {
-		if s := &c.slots[i]; s.pins == 0 && (best < 0 || c.evictsBefore(s, &c.slots[best])) {
-			best = i
-		}
-	}
-	return best
-}
+// else the one the policy evicts first, experts a Prefetch holds last;
+// c.mu is held and one exists.
+func (c *Cache) victim() int { return c.choose(-1) }
 
-// choose returns an empty or failed unpinned slot, else the one the
-// policy evicts first among the unpinned ones no Prefetch wants; for a
-// Prefetch of layer il (il >= 0) under the Layered policy, not one of a
-// layer that runs before il and whose experts no Prefetch has asked for
-// since its last turn: they may be needed sooner. It returns -1 when no
-// slot qualifies; c.mu is held.
+// choose returns an empty or failed unpinned slot, else the unpinned one
+// the policy evicts first (evictsBefore). For a Prefetch of layer il (il
+// >= 0) it skips the experts a Prefetch holds and, under the Layered
+// policy, those of a layer that runs before il and whose experts no
+// Prefetch has asked for since its last turn: they may be needed sooner.
+// It returns -1 when no slot qualifies; c.mu is held.
 func (c *Cache) choose(il int) int {
 	best := -1
 	for i := range c.slots {
@@ -635,7 +624,7 @@ func (c *Cache) choose(il int) int {
 		if s.state == slotEmpty || s.state == slotFailed {
 			return i
 		}
-		if s.wanted || (il >= 0 && c.policy == Layered && s.layer != il && !c.known[s.layer] && c.distance(s.layer) < c.distance(il)) {
+		if il >= 0 && (s.wanted || (c.policy == Layered && s.layer != il && !c.known[s.layer] && c.distance(s.layer) < c.distance(il))) {
 			continue
 		}
 		if best < 0 || c.evictsBefore(s, &c.slots[best]) {
@@ -648,6 +637,9 @@ func (c *Cache) choose(il int) int {
 // evictsBefore reports whether the policy evicts a before b; c.mu is
 // held.
 func (c *Cache) evictsBefore(a, b *slot) bool {
+	if a.wanted != b.wanted {
+		return b.wanted // what a Prefetch holds goes last
+	}
 	if c.policy == Layered {
 		// Layers after cur come soonest; cur itself comes last.
 		if da, db := c.distance(a.layer), c.distance(b.layer); da != db {
