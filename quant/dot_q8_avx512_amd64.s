@@ -536,6 +536,33 @@ q4done:
 	CMPQ DX, $c \
 	JLE  L
 
+// XNPTRS points DI, R8..R13 and BX at the DX columns, AX bytes apart from
+// DI on, jumping to L once the columns run out; the unused ones point at
+// the first column, so that every pointer stays inside the activations,
+// and are never read.
+#define XNPTRS(L) \
+	MOVQ DI, R8 \
+	MOVQ DI, R9 \
+	MOVQ DI, R10 \
+	MOVQ DI, R11 \
+	MOVQ DI, R12 \
+	MOVQ DI, R13 \
+	MOVQ DI, BX \
+	XNSKIP(1, L) \
+	LEAQ (DI)(AX*1), R8 \
+	XNSKIP(2, L) \
+	LEAQ (R8)(AX*1), R9 \
+	XNSKIP(3, L) \
+	LEAQ (R9)(AX*1), R10 \
+	XNSKIP(4, L) \
+	LEAQ (R10)(AX*1), R11 \
+	XNSKIP(5, L) \
+	LEAQ (R11)(AX*1), R12 \
+	XNSKIP(6, L) \
+	LEAQ (R12)(AX*1), R13 \
+	XNSKIP(7, L) \
+	LEAQ (R13)(AX*1), BX
+
 // func dotQ8_0xNAVX512Asm(w []byte, x []BlockQ8_0, nb, n int, out *[8]float32)
 //
 // n activations of nb blocks each, one after the other in x, against one
@@ -554,29 +581,7 @@ TEXT ·dotQ8_0xNAVX512Asm(SB), NOSPLIT, $0-72
 	MOVQ CX, AX
 	IMULQ $36, AX
 
-	// Unused columns point at the first one, so that every pointer stays
-	// inside x; they are never read.
-	MOVQ DI, R8
-	MOVQ DI, R9
-	MOVQ DI, R10
-	MOVQ DI, R11
-	MOVQ DI, R12
-	MOVQ DI, R13
-	MOVQ DI, BX
-	XNSKIP(1, xnptrs)
-	LEAQ (DI)(AX*1), R8
-	XNSKIP(2, xnptrs)
-	LEAQ (R8)(AX*1), R9
-	XNSKIP(3, xnptrs)
-	LEAQ (R9)(AX*1), R10
-	XNSKIP(4, xnptrs)
-	LEAQ (R10)(AX*1), R11
-	XNSKIP(5, xnptrs)
-	LEAQ (R11)(AX*1), R12
-	XNSKIP(6, xnptrs)
-	LEAQ (R12)(AX*1), R13
-	XNSKIP(7, xnptrs)
-	LEAQ (R13)(AX*1), BX
+	XNPTRS(xnptrs)
 
 xnptrs:
 	VXORPS Y0, Y0, Y0
@@ -790,27 +795,7 @@ TEXT ·dotQ8_0xNPreAVX512Asm(SB), NOSPLIT, $0-72
 	MOVQ CX, AX
 	IMULQ $320, AX
 
-	MOVQ DI, R8
-	MOVQ DI, R9
-	MOVQ DI, R10
-	MOVQ DI, R11
-	MOVQ DI, R12
-	MOVQ DI, R13
-	MOVQ DI, BX
-	XNSKIP(1, xpptrs)
-	LEAQ (DI)(AX*1), R8
-	XNSKIP(2, xpptrs)
-	LEAQ (R8)(AX*1), R9
-	XNSKIP(3, xpptrs)
-	LEAQ (R9)(AX*1), R10
-	XNSKIP(4, xpptrs)
-	LEAQ (R10)(AX*1), R11
-	XNSKIP(5, xpptrs)
-	LEAQ (R11)(AX*1), R12
-	XNSKIP(6, xpptrs)
-	LEAQ (R12)(AX*1), R13
-	XNSKIP(7, xpptrs)
-	LEAQ (R13)(AX*1), BX
+	XNPTRS(xpptrs)
 
 xpptrs:
 	VPXORD Z0, Z0, Z0
