@@ -123,3 +123,31 @@ func TestHugeFloats(t *testing.T) {
 	require.Positive(t, huge, "no huge pages behind the slice")
 	require.Empty(t, HugeFloats(0))
 }
+
+// TestAnon writes a 32 MiB Anon buffer and checks that it is zeroed,
+// page-aligned and backed by huge pages in part, where the kernel grants
+// them on request.
+func TestAnon(t *testing.T) {
+	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	if err != nil || !strings.Contains(string(mode), "[madvise]") && !strings.Contains(string(mode), "[always]") {
+		t.Skipf("no transparent huge pages on request here (%q, %v)", mode, err)
+	}
+	b, free, err := Anon(32 << 20)
+	require.NoError(t, err)
+	defer free()
+	require.Len(t, b, 32<<20)
+	require.Zero(t, uintptr(unsafe.Pointer(&b[0]))%uintptr(os.Getpagesize()))
+	for i := range b {
+		if b[i] != 0 {
+			t.Fatalf("b[%d] = %d, want 0", i, b[i])
+		}
+		b[i] = byte(i)
+	}
+	huge, err := HugeBytes(b)
+	require.NoError(t, err)
+	require.Positive(t, huge, "no huge pages behind the buffer")
+	b, free, err = Anon(0)
+	require.NoError(t, err)
+	require.Empty(t, b)
+	require.NoError(t, free())
+}

@@ -5,6 +5,7 @@ package mmap
 import (
 	"io"
 	"os"
+	"unsafe"
 )
 
 // File reads the whole file where memory mapping is unavailable.
@@ -18,3 +19,10 @@ func File(fd *os.File, size int) ([]byte, func() error, error) {
 
 // Read reads the whole file into memory.
 func Read(fd *os.File, size int) ([]byte, func() error, error) { return File(fd, size) }
+
+// Anon returns size zeroed bytes from the Go heap, aligned to 4096 bytes.
+func Anon(size int) ([]byte, func() error, error) {
+	b := make([]byte, size+4096)
+	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(b))) & 4095)
+	return b[off : off+size : off+size], func() error { return nil }, nil
+}

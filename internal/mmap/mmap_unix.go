@@ -31,13 +31,32 @@ func File(fd *os.File, size int) ([]byte, func() error, error) {
 	return data, func() error { return unix.Munmap(data) }, nil
 }
 
-// Read reads size bytes of fd into private anonymous memory that asks the
-// kernel for transparent huge pages (madvise; refused silently where the
-// kernel has none); free releases it. Weights streamed from 2 MiB pages
-// take far fewer TLB misses than from the page cache's 4 KiB ones
+// Read reads size bytes of fd into memory of its own from Anon; free
+// releases it. Weights streamed from 2 MiB pages take far fewer TLB
+// misses than from the page cache's 4 KiB ones
 // (docs/performance.md#huge-pages). The cost is a private copy of the
 // file, read in full up front.
 func Read(fd *os.File, size int) ([]byte, func() error, error) {
+	data, free, err := Anon(size)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := io.ReadFull(io.NewSectionReader(fd, 0, int64(size)), data); err != nil {
+		free()
+		return nil, nil, fmt.Errorf("read: %w", err)
+	}
+	return data, free, nil
+}
+
+// Anon returns size bytes of zeroed, page-aligned private memory outside
+// the Go heap that asks the kernel for transparent huge pages (madvise;
+// refused silently where the kernel has none); free releases it. Besides
+// the TLB, huge pages matter to O_DIRECT reads into the memory: a read's
+// buffer goes to the device as a list of physically contiguous segments,
+// one per page, and a device takes a bounded number of segments a request
+// (254 on virtio disks), so a 7 MiB read into small pages takes several
+// times the requests of one into huge pages (docs/streaming.md#huge-pages).
+func Anon(size int) ([]byte, func() error, error) {
 	if size == 0 {
 		return []byte{}, func() error { return nil }, nil
 	}
@@ -45,11 +64,6 @@ func Read(fd *os.File, size int) ([]byte, func() error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	free := func() error { return unix.Munmap(data) }
 	adviseHuge(data)
-	if _, err := io.ReadFull(io.NewSectionReader(fd, 0, int64(size)), data); err != nil {
-		free()
-		return nil, nil, fmt.Errorf("read: %w", err)
-	}
-	return data, free, nil
+	return data, func() error { return unix.Munmap(data) }, nil
 }
