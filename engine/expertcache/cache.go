@@ -3,8 +3,10 @@
 // cache of SSD streaming (docs/streaming.md).
 //
 // A slot holds one expert's gate, up and down slices of one layer. The
-// cache's memory is one buffer of Slots·SlotBytes allocated at Open; it
-// never grows. Acquire makes a set of experts resident, reading every
+// cache's memory is one buffer of Slots·SlotBytes allocated at Open, on
+// transparent huge pages where the kernel grants them, into which direct
+// reads go as far fewer device requests than into small pages; it never
+// grows. Acquire makes a set of experts resident, reading every
 // missing one at once with positioned reads straight into free slots
 // (O_DIRECT where the file system allows it), and pins them until Release.
 // Eviction takes an unpinned slot by Options.Policy: by default one of the
@@ -19,6 +21,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/ds4-go/ds4/internal/mmap"
 )
 
 // Span is one expert's slice of one tensor in the file.
@@ -226,10 +230,17 @@ func open(path string, layers []Layer, opt Options, openDirect func(string) *os.
 			}
 		}
 	}
-	buf, free, err := allocate(int64(opt.Slots) * sb)
+	buf, free, err := mmap.Anon(int(int64(opt.Slots) * sb))
 	if err != nil {
 		plain.Close()
 		return nil, fmt.Errorf("expertcache: %d slots of %d bytes: %w", opt.Slots, sb, err)
+	}
+	// Fault the slots in now: faulting a huge page in while a step waits
+	// on its read may mean compacting memory (under a memory limit,
+	// reclaiming it first), and a cache too large for the memory fails
+	// here rather than in the middle of a request.
+	for i := 0; i < len(buf); i += align {
+		buf[i] = 0
 	}
 	c := &Cache{path: path, layers: slices.Clone(layers), slotBytes: sb, readers: opt.Readers, buf: buf, free: free, plain: plain,
 		slots: make([]slot, opt.Slots), where: make([][]int32, len(layers)), known: make([]bool, len(layers)), lat: make([]time.Duration, 0, latencies)}

@@ -3,6 +3,8 @@ package expertcache
 import (
 	"os"
 	"syscall"
+
+	"github.com/ds4-go/ds4/internal/mmap"
 )
 
 // openDirect opens path with O_DIRECT and checks that an aligned read
@@ -13,7 +15,7 @@ func openDirect(path string) *os.File {
 	if err != nil {
 		return nil
 	}
-	buf, free, err := allocate(align)
+	buf, free, err := mmap.Anon(align)
 	if err != nil {
 		fd.Close()
 		return nil
@@ -24,15 +26,4 @@ func openDirect(path string) *os.File {
 		return nil
 	}
 	return fd
-}
-
-// allocate maps n bytes of anonymous, page-aligned memory (O_DIRECT needs
-// aligned buffers) outside the Go heap, and returns a function that
-// unmaps it.
-func allocate(n int64) ([]byte, func() error, error) {
-	b, err := syscall.Mmap(-1, 0, int(n), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
-	if err != nil {
-		return nil, nil, err
-	}
-	return b, func() error { return syscall.Munmap(b) }, nil
 }

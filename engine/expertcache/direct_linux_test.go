@@ -1,0 +1,31 @@
+package expertcache
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/ds4-go/ds4/internal/mmap"
+	"github.com/stretchr/testify/require"
+)
+
+// TestCacheSlotsOnHugePages checks that the cache's slots ask for
+// transparent huge pages, where the kernel grants them on request: direct
+// reads into them go to the device in far fewer requests.
+func TestCacheSlotsOnHugePages(t *testing.T) {
+	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	if err != nil || !strings.Contains(string(mode), "[madvise]") && !strings.Contains(string(mode), "[always]") {
+		t.Skipf("no transparent huge pages on request here (%q, %v)", mode, err)
+	}
+	path, layers := testFile(t, t.TempDir())
+	c, err := Open(path, layers, Options{Slots: 1024})
+	require.NoError(t, err)
+	defer c.Close()
+	require.GreaterOrEqual(t, len(c.buf), 16<<20)
+	for i := 0; i < len(c.buf); i += align {
+		c.buf[i] = 1
+	}
+	huge, err := mmap.HugeBytes(c.buf)
+	require.NoError(t, err)
+	require.Positive(t, huge, "no huge pages behind the slots")
+}
