@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ds4-go/ds4/internal/mmap"
 )
 
 // Disk is the disk probe's figures, read from the model file.
@@ -137,6 +139,18 @@ var errDirectRefused = errors.New("O_DIRECT read refused")
 // timeReads reads block bytes at each of offs, flight reads in flight,
 // and returns the time taken.
 func timeReads(ctx context.Context, f *os.File, offs []int64, block int64, flight int) (time.Duration, error) {
+	// The expert cache's slots are on huge pages (mmap.Anon), and so are
+	// the probe's buffers, so that its reads go to the device as the
+	// cache's do; they are faulted in before the clock starts, as a
+	// running cache's slots are.
+	bufs, free, err := mmap.Anon(flight * int(block))
+	if err != nil {
+		return 0, err
+	}
+	defer free()
+	for i := 0; i < len(bufs); i += DiskAlign {
+		bufs[i] = 1
+	}
 	var (
 		next  atomic.Int64
 		wg    sync.WaitGroup
@@ -144,11 +158,11 @@ func timeReads(ctx context.Context, f *os.File, offs []int64, block int64, fligh
 		first error
 	)
 	start := time.Now()
-	for range flight {
+	for r := range flight {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			buf := alignedBuffer(int(block), DiskAlign)
+			buf := bufs[int64(r)*block : int64(r+1)*block]
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= len(offs) || ctx.Err() != nil {
@@ -187,13 +201,6 @@ func readFull(f *os.File, buf []byte, off int64) error {
 		}
 	}
 	return nil
-}
-
-// alignedBuffer returns n bytes starting at a multiple of align.
-func alignedBuffer(n, align int) []byte {
-	b := make([]byte, n+align)
-	off := alignOffset(b, align)
-	return b[off : off+n : off+n]
 }
 
 // RandomOffsets returns n offsets, multiples of align, drawn uniformly

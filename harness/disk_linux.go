@@ -3,7 +3,6 @@ package harness
 import (
 	"errors"
 	"os"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,8 +16,3 @@ func openDirect(path string) (*os.File, error) {
 func dropCache(f *os.File) { _ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED) }
 
 func isEINVAL(err error) bool { return errors.Is(err, unix.EINVAL) }
-
-// alignOffset returns how far into b the first multiple of align lies.
-func alignOffset(b []byte, align int) int {
-	return int(-uintptr(unsafe.Pointer(unsafe.SliceData(b))) & uintptr(align-1))
-}

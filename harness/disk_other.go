@@ -5,7 +5,6 @@ package harness
 import (
 	"errors"
 	"os"
-	"unsafe"
 )
 
 // openDirect reports that O_DIRECT is a Linux flag: the probe reads
@@ -16,8 +15,3 @@ func openDirect(string) (*os.File, error) { return nil, errors.ErrUnsupported }
 func dropCache(*os.File) {}
 
 func isEINVAL(error) bool { return false }
-
-// alignOffset returns how far into b the first multiple of align lies.
-func alignOffset(b []byte, align int) int {
-	return int(-uintptr(unsafe.Pointer(unsafe.SliceData(b))) & uintptr(align-1))
-}
