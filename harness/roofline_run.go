@@ -67,8 +67,8 @@ type Roofline struct {
 	Disk          Disk          // zero when not probed
 	// Streaming says the speed run streamed the experts from disk, with
 	// HitRate the share of its expert requests that needed no read (a
-	// prefetch an Acquire used counts as a read: expertcache.NeedRate)
-	// and WasteRate its prefetches no Acquire used, per request;
+	// prefetch a Request used counts as a read: expertcache.NeedRate)
+	// and WasteRate its prefetches no Request used, per request;
 	// ExpertRequests are the routed experts a token requests and
 	// ExpertBytes the bytes of one.
 	Streaming      bool

@@ -6,9 +6,10 @@
 // cache's memory is one buffer of Slots·SlotBytes allocated at Open, on
 // transparent huge pages where the kernel grants them, into which direct
 // reads go as far fewer device requests than into small pages; it never
-// grows. Acquire makes a set of experts resident, reading every
-// missing one at once with positioned reads straight into free slots
-// (O_DIRECT where the file system allows it), and pins them until Release.
+// grows. Request pins a set of experts and reads every missing one at
+// once with positioned reads straight into free slots (O_DIRECT where the
+// file system allows it); Arrived hands them over as they become
+// resident, and Release unpins them.
 // Eviction takes an unpinned slot by Options.Policy: by default one of the
 // layer whose turn in the cycle over the layers comes last.
 package expertcache
@@ -84,17 +85,17 @@ func (p Policy) String() string {
 }
 
 // Expert is a resident expert's gate, up and down bytes, valid until the
-// Release that matches the Acquire that returned it.
+// Release that matches the Request (or Acquire) that pinned it.
 type Expert struct{ Gate, Up, Down []byte }
 
 // Stats are a cache's counters since Open. An expert Prefetch read ahead
 // counts as a hit when acquired, so Hits/(Hits+Misses) is the share of
-// acquired experts no Acquire had to wait to read; the experts read from
+// acquired experts no Request had to wait to read; the experts read from
 // the file are Misses+Prefetched.
 type Stats struct {
-	Hits, Misses     int64         // experts an Acquire found resident (or being prefetched) or had to read
+	Hits, Misses     int64         // experts a Request found resident (or being prefetched) or had to read
 	Prefetched       int64         // experts read by Prefetch
-	PrefetchUsed     int64         // prefetched experts an Acquire then asked for
+	PrefetchUsed     int64         // prefetched experts a Request then asked for
 	BytesRead        int64         // bytes read from the file (alignment padding included)
 	ReadP50, ReadP99 time.Duration // latency of one expert's read, over recent reads
 	Direct           bool          // whether reads bypass the page cache (O_DIRECT)
@@ -148,11 +149,11 @@ type slot struct {
 	layer int
 	exp   int
 	pins  int
-	used  uint64 // tick of the last Acquire that wanted it, for LRU
+	used  uint64 // tick of the last Request that wanted it, for LRU
 	ahead bool   // read by Prefetch and not yet acquired
 	// wanted: asked for by a Prefetch and not yet acquired (or its
 	// layer's turn came without it): a Prefetch never evicts it, and an
-	// Acquire only when every unpinned slot is wanted.
+	// Request only when every unpinned slot is wanted.
 	wanted bool
 	view   Expert
 	err    error // slotFailed: why
@@ -182,13 +183,13 @@ type Cache struct {
 	closed    bool
 	hits      int64
 	misses    int64
-	fetched   int64           // experts read by Prefetch
-	usedAhead int64           // of those, experts an Acquire then asked for
-	queue     []queued        // Prefetch's reads not started yet, in the order asked
-	known     []bool          // per layer: a Prefetch asked for its experts since its last Acquire
-	active    int             // Prefetch's readers running
-	onRead    func(il, e int) // tests: called as a Prefetch read starts
-	bg        sync.WaitGroup  // Prefetch's readers
+	fetched   int64                       // experts read by Prefetch
+	usedAhead int64                       // of those, experts a Request then asked for
+	queue     []queued                    // Prefetch's reads not started yet, in the order asked
+	known     []bool                      // per layer: a Prefetch asked for its experts since its last Request
+	active    int                         // Prefetch's readers running
+	onRead    func(il, e int, ahead bool) // tests: called as a read starts, ahead for Prefetch's
+	bg        sync.WaitGroup              // Prefetch's readers
 	read      int64
 	lat       []time.Duration // ring of recent read latencies
 	latNext   int
@@ -266,7 +267,7 @@ func open(path string, layers []Layer, opt Options, openDirect func(string) *os.
 }
 
 // Close releases the cache's memory and file; no view may be used after,
-// and no Acquire may run during it.
+// and no Request may run during it.
 func (c *Cache) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -303,15 +304,15 @@ func (c *Cache) Stats() Stats {
 
 // Prefetch starts reading those of layer il's experts that are not
 // resident into free slots, without waiting for the reads or pinning the
-// experts: an Acquire of them soon after finds them resident, or waits
+// experts: a Request of them soon after finds them resident, or waits
 // for the read in flight, or reads them itself if their turn has not
 // come. The reads start in the order Prefetch asked for them, after
 // those asked before, at most Options.Readers at once. The experts
-// asked for, read or resident, are held until their layer's Acquire: no
-// Prefetch evicts them, and an Acquire only when nothing else is left.
+// asked for, read or resident, are held until their layer's Request: no
+// Prefetch evicts them, and a Request only when nothing else is left.
 // It reads only as many as it can place without evicting a held expert
 // or, under Layered, one of a layer that runs before il and whose
-// experts no Prefetch has asked for since its last Acquire; it ignores
+// experts no Prefetch has asked for since its last Request; it ignores
 // experts out of range.
 func (c *Cache) Prefetch(il int, experts []int) {
 	if il < 0 || il >= len(c.layers) {
@@ -322,7 +323,7 @@ func (c *Cache) Prefetch(il int, experts []int) {
 		c.mu.Unlock()
 		return
 	}
-	// The experts asked for that are resident stay until their Acquire.
+	// The experts asked for that are resident stay until their Request.
 	for _, e := range experts {
 		if e >= 0 && e < c.layers[il].Experts {
 			if si := c.where[il][e]; si >= 0 {
@@ -367,7 +368,7 @@ type queued struct {
 // prefetchReader reads the queue's experts, first asked first read,
 // until the queue is empty. Reading in the order asked, rather than all
 // at once, finishes the reads of the layer that runs first first: a
-// layer's Acquire waits only for its own experts, not for a share of the
+// layer's Request waits only for its own experts, not for a share of the
 // disk with later layers'.
 func (c *Cache) prefetchReader() {
 	defer c.bg.Done()
@@ -378,27 +379,24 @@ func (c *Cache) prefetchReader() {
 		c.queue = slices.Delete(c.queue, 0, 1)
 		c.mu.Unlock()
 		if c.onRead != nil {
-			c.onRead(q.il, q.ld.exp)
+			c.onRead(q.il, q.ld.exp, true)
 		}
-		ld := [1]load{q.ld}
-		c.readOne(q.il, &ld[0])
+		c.readOne(q.il, &q.ld)
 		c.mu.Lock()
-		c.finish(ld[:])
-		c.slots[q.ld.s].pins--
-		c.cond.Broadcast()
+		c.finish(&q.ld)
 	}
 	c.active--
 }
 
 // takeQueued moves the reads of layer il's experts still in Prefetch's
-// queue to loads, marked as the queue's: the Acquire that wants them
-// reads them itself rather than wait for their turn; c.mu is held.
+// queue to loads: the Request that wants them reads them at once rather
+// than wait for their turn. They keep the queue's pin, which their reader
+// drops; c.mu is held.
 func (c *Cache) takeQueued(il int, experts []int, loads []load) []load {
 	c.queue = slices.DeleteFunc(c.queue, func(q queued) bool {
 		if q.il != il || !slices.Contains(experts, q.ld.exp) {
 			return false
 		}
-		q.ld.queued = true
 		loads = append(loads, q.ld)
 		return true
 	})
@@ -412,22 +410,19 @@ func (c *Cache) distance(il int) int {
 	return (il - c.cur - 1 + n) % n
 }
 
-// finish marks loads' slots ready or failed and counts their reads and
-// returns the loads' errors joined; c.mu is held.
-func (c *Cache) finish(loads []load) error {
-	var err error
-	for _, ld := range loads {
-		s := &c.slots[ld.s]
-		if ld.err != nil {
-			err = errors.Join(err, ld.err)
-			s.state, s.err = slotFailed, ld.err
-			continue
-		}
+// finish marks ld's slot ready, or failed, counts its read, drops its
+// reader's pin and wakes the waiters; c.mu is held.
+func (c *Cache) finish(ld *load) {
+	s := &c.slots[ld.s]
+	if ld.err != nil {
+		s.state, s.err = slotFailed, ld.err
+	} else {
 		s.state, s.view = slotReady, ld.view
 		c.read += ld.bytes
 		c.record(ld.dur)
 	}
-	return err
+	s.pins--
+	c.cond.Broadcast()
 }
 
 // load is one expert to read into slot s.
@@ -438,20 +433,52 @@ type load struct {
 	err   error
 	dur   time.Duration
 	bytes int64 // read from the file, alignment padding included
-	// queued marks a read taken from Prefetch's queue, whose pin the
-	// reader drops when done.
-	queued bool
 }
 
 // Acquire makes layer il's experts resident, pins them and sets dst[i] to
-// expert experts[i]'s bytes, valid until Release(il, experts). The experts
-// must be distinct and at most Slots; missing ones are read in parallel.
-// On a read error no expert stays pinned and the error names the layer,
-// the expert and the offset.
+// expert experts[i]'s bytes, valid until Release(il, experts): Request,
+// then a wait for every read. On a read error no expert stays pinned and
+// the error names the layer, the expert and the offset.
 func (c *Cache) Acquire(il int, experts []int, dst []Expert) error {
 	if len(dst) < len(experts) {
 		return fmt.Errorf("expertcache: %d views for %d experts", len(dst), len(experts))
 	}
+	if err := c.Request(il, experts); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		if c.closed {
+			return errors.New("expertcache: closed")
+		}
+		waiting := false
+		for _, e := range experts {
+			switch s := &c.slots[c.where[il][e]]; s.state {
+			case slotFailed:
+				return c.abandon(il, experts, s.err)
+			case slotLoading:
+				waiting = true
+			}
+		}
+		if !waiting {
+			break
+		}
+		c.cond.Wait()
+	}
+	for i, e := range experts {
+		dst[i] = c.slots[c.where[il][e]].view
+	}
+	return nil
+}
+
+// Request pins layer il's experts and starts reading the missing ones,
+// at most Options.Readers at once beside Prefetch's reads, and returns
+// without waiting for them: Arrived then hands the experts over as they
+// become resident, so that a caller computes with the first while the
+// others are read. The experts must be distinct and at most Slots; after
+// every one has arrived, Release(il, experts) unpins them.
+func (c *Cache) Request(il int, experts []int) error {
 	if il < 0 || il >= len(c.layers) {
 		return fmt.Errorf("expertcache: layer %d of %d", il, len(c.layers))
 	}
@@ -464,63 +491,112 @@ func (c *Cache) Acquire(il int, experts []int, dst []Expert) error {
 		}
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if len(experts) > len(c.slots) {
-		c.mu.Unlock()
 		return fmt.Errorf("expertcache: %d experts asked at once, the cache holds %d", len(experts), len(c.slots))
 	}
 	var loads []load
 	for {
 		if c.closed {
-			c.mu.Unlock()
 			return errors.New("expertcache: closed")
 		}
 		var ok bool
-		loads, ok = c.claim(il, experts, loads[:0])
-		if ok {
+		if loads, ok = c.claim(il, experts, loads[:0]); ok {
 			break
 		}
 		c.cond.Wait() // too few unpinned slots: wait for a Release
 	}
-	loads = c.takeQueued(il, experts, loads)
-	c.mu.Unlock()
-	if len(loads) > 0 {
-		c.readAll(il, loads)
+	// The reader holds a pin of its own on each slot it fills, as
+	// Prefetch's do, so that an error that unpins the caller's experts
+	// leaves no slot free while it is read into.
+	for _, ld := range loads {
+		c.slots[ld.s].pins++
+	}
+	if loads = c.takeQueued(il, experts, loads); len(loads) > 0 {
+		c.bg.Add(1)
+		go c.readLoads(il, loads)
+	}
+	return nil
+}
+
+// Arrived waits, after a Request of layer il's experts, until one of
+// those got does not mark yet is resident; it then sets dst[i] and got[i]
+// for each such expert resident now and returns their indices appended
+// to fresh. Once got marks every expert it returns at once with none. On
+// a read error no expert stays pinned, none is to be released, and the
+// error names the layer, the expert and the offset.
+func (c *Cache) Arrived(il int, experts []int, dst []Expert, got []bool, fresh []int) ([]int, error) {
+	if len(dst) < len(experts) || len(got) < len(experts) {
+		return fresh, fmt.Errorf("expertcache: %d views and %d marks for %d experts", len(dst), len(got), len(experts))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	err := c.finish(loads)
-	for _, ld := range loads {
-		if ld.queued {
-			c.slots[ld.s].pins--
+	for {
+		if c.closed {
+			return fresh, errors.New("expertcache: closed")
 		}
-	}
-	if len(loads) > 0 {
-		c.cond.Broadcast()
-	}
-	// Wait for experts another caller is reading.
-	for err == nil {
-		waiting := false
-		for _, e := range experts {
+		n, waiting := len(fresh), false
+		for i, e := range experts {
+			if got[i] {
+				continue
+			}
 			switch s := &c.slots[c.where[il][e]]; s.state {
 			case slotFailed:
-				err = s.err // another caller's read failed: its error is ours
+				return fresh[:n], c.abandon(il, experts, s.err)
 			case slotLoading:
 				waiting = true
+			default:
+				dst[i], got[i] = s.view, true
+				fresh = append(fresh, i)
 			}
 		}
-		if !waiting || err != nil {
-			break
+		if len(fresh) > n || !waiting {
+			return fresh, nil
 		}
 		c.cond.Wait()
 	}
-	if err != nil {
+}
+
+// abandon waits for the reads of layer il's experts in flight, so that
+// none outlives the failed call, unpins the experts and returns err; c.mu
+// is held.
+func (c *Cache) abandon(il int, experts []int, err error) error {
+	for !c.closed && slices.ContainsFunc(experts, func(e int) bool { return c.slots[c.where[il][e]].state == slotLoading }) {
+		c.cond.Wait()
+	}
+	if !c.closed {
 		c.unpin(il, experts)
-		return err
 	}
-	for i, e := range experts {
-		dst[i] = c.slots[c.where[il][e]].view
+	return err
+}
+
+// readLoads reads loads, at most c.readers at once, marking each slot
+// ready (or failed) and dropping the reader's pin as its read ends.
+func (c *Cache) readLoads(il int, loads []load) {
+	defer c.bg.Done()
+	one := func(ld *load) {
+		if c.onRead != nil {
+			c.onRead(il, ld.exp, false)
+		}
+		c.readOne(il, ld)
+		c.mu.Lock()
+		c.finish(ld)
+		c.mu.Unlock()
 	}
-	return nil
+	if len(loads) == 1 {
+		one(&loads[0])
+		return
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, c.readers)
+	for i := range loads {
+		sem <- struct{}{}
+		wg.Go(func() {
+			one(&loads[i])
+			<-sem
+		})
+	}
+	wg.Wait()
 }
 
 // claim pins experts' slots, choosing a victim slot (marked loading) for
@@ -614,7 +690,7 @@ func (c *Cache) claim(il int, experts []int, loads []load) ([]load, bool) {
 	return loads, true
 }
 
-// victim returns the unpinned slot an Acquire fills next: an empty one,
+// victim returns the unpinned slot a Request fills next: an empty one,
 // else the one the policy evicts first, experts a Prefetch holds last;
 // c.mu is held and one exists.
 func (c *Cache) victim() int { return c.choose(-1) }
@@ -677,7 +753,7 @@ func (c *Cache) unpin(il int, experts []int) {
 	c.cond.Broadcast()
 }
 
-// Release unpins layer il's experts after the Acquire that pinned them.
+// Release unpins layer il's experts after the Request that pinned them.
 func (c *Cache) Release(il int, experts []int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -695,25 +771,6 @@ func (c *Cache) record(d time.Duration) {
 	}
 	c.lat[c.latNext] = d
 	c.latNext = (c.latNext + 1) % latencies
-}
-
-// readAll reads loads in parallel, at most c.readers at once, setting
-// each slot's view or its load's error.
-func (c *Cache) readAll(il int, loads []load) {
-	if len(loads) == 1 {
-		c.readOne(il, &loads[0])
-		return
-	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, c.readers)
-	for i := range loads {
-		sem <- struct{}{}
-		wg.Go(func() {
-			c.readOne(il, &loads[i])
-			<-sem
-		})
-	}
-	wg.Wait()
 }
 
 // readOne reads one expert's three slices into its slot. The slot is
@@ -782,7 +839,7 @@ func (s Stats) Sub(before Stats) Stats {
 	return s
 }
 
-// HitRate returns the share of the experts Acquire asked for that needed
+// HitRate returns the share of the experts Request asked for that needed
 // no read from the file: an expert Prefetch read counts as read, since it
 // cost the disk as much as a miss. It is 0 with no requests.
 func (s Stats) HitRate() float64 {
@@ -793,9 +850,9 @@ func (s Stats) HitRate() float64 {
 	return max(0, 1-float64(s.Misses+s.Prefetched)/float64(n))
 }
 
-// NeedRate returns the share of the experts Acquire asked for that the
+// NeedRate returns the share of the experts Request asked for that the
 // cache had to read for it: its misses and the prefetched experts it
-// then used, but not the prefetches no Acquire asked for (a wrong guess
+// then used, but not the prefetches no Request asked for (a wrong guess
 // costs the disk a read that a perfect guess would not). It is 0 with
 // no requests.
 func (s Stats) NeedRate() float64 {

@@ -501,7 +501,7 @@ func TestCachePrefetchOrder(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	var order [][2]int
-	c.onRead = func(il, e int) { order = append(order, [2]int{il, e}) } // one reader: no race
+	c.onRead = func(il, e int, _ bool) { order = append(order, [2]int{il, e}) } // one reader: no race
 	c.Prefetch(0, []int{1, 2})
 	c.Prefetch(2, []int{3})
 	c.Prefetch(0, []int{4, 1})
@@ -524,7 +524,10 @@ func TestCacheAcquireTakesQueued(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	started, resume := make(chan int, 8), make(chan struct{})
-	c.onRead = func(_, e int) {
+	c.onRead = func(_, e int, ahead bool) {
+		if !ahead {
+			return
+		}
 		started <- e
 		<-resume
 	}
@@ -543,6 +546,69 @@ func TestCacheAcquireTakesQueued(t *testing.T) {
 	acquireChecked(t, c, layers, 2, []int{1, 2}, dst)
 	st := c.Stats()
 	require.Equal(t, [3]int64{3, 1, 3}, [3]int64{st.Hits, st.Misses, st.Prefetched})
+}
+
+// TestCacheArrived checks that Request and Arrived hand experts over as
+// they become resident: the resident one at once, each missing one as its
+// read ends, with the right bytes, and nothing pinned after Release.
+func TestCacheArrived(t *testing.T) {
+	path, layers := testFile(t, t.TempDir())
+	c, err := Open(path, layers, Options{Slots: 8, Readers: 1})
+	require.NoError(t, err)
+	defer c.Close()
+	dst := make([]Expert, 3)
+	acquireChecked(t, c, layers, 2, []int{5}, dst)
+	gate := make(chan struct{})
+	c.onRead = func(int, int, bool) { <-gate } // one reader: reads end one by one
+	exps := []int{3, 5, 1}
+	require.NoError(t, c.Request(2, exps))
+	got, fresh := make([]bool, 3), make([]int, 0, 3)
+	fresh, err = c.Arrived(2, exps, dst, got, fresh[:0])
+	require.NoError(t, err)
+	require.Equal(t, []int{1}, fresh, "expert 5 was resident")
+	checkView(t, layers[2], 5, dst[1])
+	var order []int
+	for range 2 {
+		gate <- struct{}{}
+		fresh, err = c.Arrived(2, exps, dst, got, fresh[:0])
+		require.NoError(t, err)
+		require.Len(t, fresh, 1, "the reads end one at a time")
+		order = append(order, fresh[0])
+	}
+	require.Equal(t, []int{0, 2}, order, "read in the order asked")
+	for i, e := range exps {
+		checkView(t, layers[2], e, dst[i])
+	}
+	fresh, err = c.Arrived(2, exps, dst, got, fresh[:0])
+	require.NoError(t, err)
+	require.Empty(t, fresh)
+	c.Release(2, exps)
+	c.bg.Wait()
+	require.Zero(t, pinned(c))
+	st := c.Stats()
+	require.Equal(t, [2]int64{1, 3}, [2]int64{st.Hits, st.Misses})
+}
+
+// TestCacheArrivedError checks that a read error reaches Arrived, naming
+// the expert, after the request's other reads have ended, and leaves
+// nothing pinned.
+func TestCacheArrivedError(t *testing.T) {
+	path, layers := testFile(t, t.TempDir())
+	c, err := Open(path, layers, Options{Slots: 4})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, os.Truncate(path, 70005+6*999+10)) // cuts layer 2's experts 6 and 7
+	exps, dst, got := []int{1, 7, 2}, make([]Expert, 3), make([]bool, 3)
+	require.NoError(t, c.Request(2, exps))
+	var fresh []int
+	for err == nil && !(got[0] && got[1] && got[2]) {
+		fresh, err = c.Arrived(2, exps, dst, got, fresh[:0])
+	}
+	require.ErrorContains(t, err, "layer 2 expert 7")
+	require.False(t, got[1])
+	require.Zero(t, pinned(c))
+	_, err = c.Arrived(2, exps, dst[:1], got, nil)
+	require.ErrorContains(t, err, "views")
 }
 
 // TestCachePrefetchConcurrent mixes prefetches, acquires and a Close
@@ -580,7 +646,8 @@ func TestCachePrefetchConcurrent(t *testing.T) {
 }
 
 // TestCacheAcquireHitsAllocateNothing checks that acquiring resident
-// experts allocates nothing, as a decode step needs.
+// experts allocates nothing, at once or through Request and Arrived, as a
+// decode step needs.
 func TestCacheAcquireHitsAllocateNothing(t *testing.T) {
 	path, layers := testFile(t, t.TempDir())
 	c, err := Open(path, layers, Options{Slots: 4})
@@ -592,6 +659,19 @@ func TestCacheAcquireHitsAllocateNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() {
 		if err := c.Acquire(0, exps, dst); err != nil {
 			t.Fatal(err)
+		}
+		c.Release(0, exps)
+	})
+	require.Zero(t, allocs)
+	got, fresh := make([]bool, 3), make([]int, 0, 3)
+	allocs = testing.AllocsPerRun(100, func() {
+		if err := c.Request(0, exps); err != nil {
+			t.Fatal(err)
+		}
+		clear(got)
+		var err error
+		if fresh, err = c.Arrived(0, exps, dst, got, fresh[:0]); err != nil || len(fresh) != 3 {
+			t.Fatal(fresh, err)
 		}
 		c.Release(0, exps)
 	})
