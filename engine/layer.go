@@ -60,6 +60,8 @@ type scratch struct {
 	ps     []backends.Product
 	ids    []int                // Experts: the distinct experts of a chunk, streaming
 	views  []expertcache.Expert // their cache slots' bytes
+	got    []bool               // which of them have arrived
+	fresh  []int                // the indices of those that just arrived
 }
 
 // hugeScratch is the size in bytes from which a scratch buffer asks for
@@ -99,6 +101,7 @@ func newScratch(p layout.Params, n int) *scratch {
 		sh: f(n * shared), shu: f(n * shared), moe: f(p.Embd),
 		ps:  make([]backends.Product, 0, 2*slots+p.OGroups+8),
 		ids: make([]int, 0, p.Experts), views: make([]expertcache.Expert, p.Experts),
+		got: make([]bool, p.Experts), fresh: make([]int, 0, p.Experts),
 	}
 }
 

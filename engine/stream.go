@@ -15,7 +15,7 @@ type StreamOptions struct {
 	Direct bool               // read with O_DIRECT where the file system allows it
 	Policy expertcache.Policy // eviction policy; the zero value is expertcache.Layered
 	// Readers is how many reads of prefetched experts run at once, and of
-	// one Acquire's misses; 0 means the cache's default.
+	// one Request's misses; 0 means the cache's default.
 	Readers int
 	// NoPrefetch turns off reading experts ahead of their turn: the hash
 	// layers', which the token ids name, at the start of each pass, and
@@ -136,41 +136,58 @@ func expertView(w backends.Matrix, b []byte) backends.Matrix {
 
 // routedStreaming runs the routed experts of layer il for the pass's
 // n·k slots grouped by expert (sc.count, sc.first, sc.order) on the
-// expert cache: in groups of at most the cache's slots, each group's
-// experts acquired at once, their gate and up products (the first group's
-// job also carries ps, the shared expert's down), SwiGLU and down products
-// run on the slots' bytes, then released. Every product and every slot's
-// SwiGLU is the mapped path's over the same bytes, so the results are the
-// same bits.
+// expert cache, in groups of at most the cache's slots. Each group's
+// experts are requested at once and run as they arrive, the resident
+// ones first: the gate and up products of those that arrived together
+// (the first job also carries ps, the shared expert's down), their
+// SwiGLU and down products, on the slots' bytes; the group is released
+// after its last. Every product and every slot's SwiGLU is the mapped
+// path's over the same bytes, and each token sums its experts' outputs
+// later in routing order, so the results are the same bits.
 func (f *pass) routedStreaming(il int, l *Layer, in []float32, ps []backends.Product, clamp float32) error {
 	p, sc, be, c := f.m.Params, f.sc, f.be, f.m.experts
 	ff, d := p.ExpertFF, p.Embd
 	ids := usedExperts(sc.ids[:0], sc.count)
 	for g0 := 0; g0 < len(ids); g0 += f.m.expertSlots {
 		grp := ids[g0:min(len(ids), g0+f.m.expertSlots)]
-		views := sc.views[:len(grp)]
-		if err := c.Acquire(il, grp, views); err != nil {
+		views, got := sc.views[:len(grp)], sc.got[:len(grp)]
+		clear(got)
+		if err := c.Request(il, grp); err != nil {
 			return fmt.Errorf("%w: %w", ErrExpertRead, err)
 		}
-		if g0 > 0 {
+		for left := len(grp); left > 0; {
+			fresh, err := c.Arrived(il, grp, views, got, sc.fresh[:0])
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrExpertRead, err)
+			}
+			left -= len(fresh)
+			for _, gi := range fresh {
+				e := grp[gi]
+				j, n, x := sc.first[e], sc.count[e], f.expertInput(in, e)
+				ps = append(ps,
+					backends.Product{Dst: sc.g[j*ff : (j+n)*ff], W: expertView(l.GateExps, views[gi].Gate), X: x, N: n},
+					backends.Product{Dst: sc.u[j*ff : (j+n)*ff], W: expertView(l.UpExps, views[gi].Up), X: x, N: n})
+			}
+			be.MatMulBatch(ps)
+			// Experts next to each other in the group have their slots
+			// next to each other: one SwiGLU job for each run of them.
+			for k := 0; k < len(fresh); {
+				lo := sc.first[grp[fresh[k]]]
+				hi := lo + sc.count[grp[fresh[k]]]
+				for k++; k < len(fresh) && fresh[k] == fresh[k-1]+1; k++ {
+					hi += sc.count[grp[fresh[k]]]
+				}
+				f.eachTokenFrom(stepSwiGLU, l, lo, hi-lo, clamp)
+			}
+			ps = ps[:0]
+			for _, gi := range fresh {
+				e := grp[gi]
+				j, n := sc.first[e], sc.count[e]
+				ps = append(ps, backends.Product{Dst: sc.down[j*d : (j+n)*d], W: expertView(l.DownExps, views[gi].Down), X: sc.mid[j*ff : (j+n)*ff], N: n})
+			}
+			be.MatMulBatch(ps)
 			ps = ps[:0]
 		}
-		for gi, e := range grp {
-			j, n, x := sc.first[e], sc.count[e], f.expertInput(in, e)
-			ps = append(ps,
-				backends.Product{Dst: sc.g[j*ff : (j+n)*ff], W: expertView(l.GateExps, views[gi].Gate), X: x, N: n},
-				backends.Product{Dst: sc.u[j*ff : (j+n)*ff], W: expertView(l.UpExps, views[gi].Up), X: x, N: n})
-		}
-		be.MatMulBatch(ps)
-		last := grp[len(grp)-1]
-		lo, hi := sc.first[grp[0]], sc.first[last]+sc.count[last]
-		f.eachTokenFrom(stepSwiGLU, l, lo, hi-lo, clamp)
-		ps = ps[:0]
-		for gi, e := range grp {
-			j, n := sc.first[e], sc.count[e]
-			ps = append(ps, backends.Product{Dst: sc.down[j*d : (j+n)*d], W: expertView(l.DownExps, views[gi].Down), X: sc.mid[j*ff : (j+n)*ff], N: n})
-		}
-		be.MatMulBatch(ps)
 		c.Release(il, grp)
 	}
 	return nil
@@ -180,7 +197,7 @@ func (f *pass) routedStreaming(il int, l *Layer, in []float32, ps []backends.Pro
 // il's router would choose for the pass's rows if its FFN ran on their
 // present state: the layer's input, before its attention has added to it.
 // The guess costs two small products (the FFN's HC mix and the router)
-// and is only a hint: the layer's Acquire still asks for what the router
+// and is only a hint: the layer's Request still asks for what the router
 // chooses after the attention.
 func (f *pass) prefetchRouted(il int) {
 	m, p, sc, n := f.m, f.m.Params, f.sc, f.n
