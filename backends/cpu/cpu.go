@@ -88,7 +88,11 @@ func unpackRange(v uint64) (lo, hi int) { return int(v & (1<<32 - 1)), int(v >> 
 // 100 µs between them: a parked helper costs the caller a futex wake-up
 // per job and starts late, and a parked caller costs the last helper a
 // wake-up. Polling through such gaps burns at most this much of an
-// otherwise idle core per job.
+// otherwise idle core per job. The polling yields now and then: a
+// goroutine back from a blocking system call (an expert's read, with SSD
+// streaming) needs a P to run, and the pollers hold every P, so without
+// the yield it waits for one to park or for the scheduler's 10 ms
+// preemption while the disk sits idle.
 const spinWait = 200 * time.Microsecond
 
 // finish marks one helper of w as done.
@@ -102,8 +106,11 @@ func (w *work) finish() {
 func (w *work) wait() {
 	deadline := time.Now().Add(spinWait)
 	for i := 1; w.left.Load() > 0; i++ {
-		if i%64 == 0 && time.Now().After(deadline) {
-			break
+		if i%64 == 0 {
+			if time.Now().After(deadline) {
+				break
+			}
+			runtime.Gosched()
 		}
 	}
 	w.done.Wait()
@@ -119,8 +126,11 @@ func (b *Backend) nextWork() (*work, bool) {
 			return w, ok
 		default:
 		}
-		if i%64 == 0 && time.Now().After(deadline) {
-			break
+		if i%64 == 0 {
+			if time.Now().After(deadline) {
+				break
+			}
+			runtime.Gosched()
 		}
 	}
 	w, ok := <-b.wake
