@@ -3,7 +3,11 @@
 # memory cgroup limit, plain mapping against --ssd-streaming, interleaved.
 # Needs root and the cgroup v1 memory controller.
 #
-#   scripts/ssd-bench.sh [-m SLICE.gguf] [-l LIMIT_BYTES] [-r ROUNDS]
+#   scripts/ssd-bench.sh [-m SLICE.gguf] [-l LIMIT_BYTES] [-r ROUNDS] [-b READ_BYTES_PER_S]
+#
+# -b throttles every run's reads from the model file's disk to that many
+# bytes a second (the cgroup v1 blkio controller), to measure as on a
+# slower disk: the disk probes of the roofline run are throttled alike.
 #
 # Each run starts with the page cache dropped, in a child cgroup whose
 # limit is LIMIT (default 4 GiB), and measures a 64-token prompt and 64
@@ -13,9 +17,10 @@
 # of each configuration.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model=ds4flash-4l.gguf limit=$((4 << 30)) rounds=3
-while getopts m:l:r: o; do
+model=ds4flash-4l.gguf limit=$((4 << 30)) rounds=3 bps=
+while getopts m:l:r:b: o; do
 	case $o in
+	b) bps=$OPTARG ;;
 	m) model=$OPTARG ;;
 	l) limit=$OPTARG ;;
 	r) rounds=$OPTARG ;;
@@ -34,6 +39,21 @@ parent=/sys/fs/cgroup/memory$(awk -F: '$2 == "memory" { print $3 }' /proc/self/c
 [ -d "$parent" ] || { echo "ssd-bench: no cgroup v1 memory controller at $parent" >&2; exit 1; }
 cg=$parent/ds4-ssd-bench
 mkdir -p "$cg"
+
+# With -b, a blkio cgroup throttles the reads of the disk under the model
+# file (the whole disk, where the file lies on a partition).
+blk=
+if [ -n "$bps" ]; then
+	blk=/sys/fs/cgroup/blkio/ds4-ssd-bench
+	[ -d /sys/fs/cgroup/blkio ] || { echo "ssd-bench: no cgroup v1 blkio controller" >&2; exit 1; }
+	dev=$(basename "$(df --output=source "$model" | tail -1)")
+	if [ -f "/sys/class/block/$dev/partition" ]; then
+		dev=$(basename "$(readlink -f "/sys/class/block/$dev/..")")
+	fi
+	mkdir -p "$blk"
+	echo "$(cat "/sys/class/block/$dev/dev") $bps" > "$blk/blkio.throttle.read_bps_device"
+	echo "reads of /dev/$dev throttled to $bps bytes/s"
+fi
 
 configs=("plain" "ssd-default" "ssd-1GiB" "ssd-roofline")
 args_of() {
@@ -58,7 +78,9 @@ for r in $(seq "$rounds"); do
 			# after the run, the fraction of it on the decode line.
 			cmd="$bin/ds4-bench roofline -m $model --ssd-streaming --rounds 0 --prefill-rounds 0 --disk-mb 512 --prefill 64 --decode 64 --no-progress"
 		fi
-		out=$(bash -c "echo \$\$ > $cg/cgroup.procs; exec /usr/bin/time -f 'maxrss_kb=%M' $cmd" 2>&1) || {
+		join="echo \$\$ > $cg/cgroup.procs"
+		[ -z "$blk" ] || join="$join; echo \$\$ > $blk/cgroup.procs"
+		out=$(bash -c "$join; exec /usr/bin/time -f 'maxrss_kb=%M' $cmd" 2>&1) || {
 			echo "ssd-bench: $c failed:"; echo "$out"; exit 1; } >&2
 		kills=$(( $(awk '$1 == "oom_kill" { print $2 }' "$cg/memory.oom_control") - kills0 ))
 		if [ "$c" = ssd-roofline ]; then
@@ -83,3 +105,4 @@ for c in "${configs[@]}"; do
 done
 rm -f "$results"
 rmdir "$cg" 2>/dev/null || true
+[ -z "$blk" ] || rmdir "$blk" 2>/dev/null || true
