@@ -6,8 +6,8 @@
 // cache's memory is one buffer of Slots·SlotBytes allocated at Open, on
 // transparent huge pages where the kernel grants them, into which direct
 // reads go as far fewer device requests than into small pages; it never
-// grows. Request pins a set of experts and reads every missing one at
-// once with positioned reads straight into free slots (O_DIRECT where the
+// grows. Request pins a set of experts and starts reading the missing
+// ones with positioned reads straight into free slots (O_DIRECT where the
 // file system allows it); Arrived hands them over as they become
 // resident, and Release unpins them.
 // Eviction takes an unpinned slot by Options.Policy: by default one of the
@@ -189,7 +189,7 @@ type Cache struct {
 	known     []bool                      // per layer: a Prefetch asked for its experts since its last Request
 	active    int                         // Prefetch's readers running
 	onRead    func(il, e int, ahead bool) // tests: called as a read starts, ahead for Prefetch's
-	bg        sync.WaitGroup              // Prefetch's readers
+	bg        sync.WaitGroup              // the readers of Prefetch and of Request
 	read      int64
 	lat       []time.Duration // ring of recent read latencies
 	latNext   int
@@ -839,7 +839,7 @@ func (s Stats) Sub(before Stats) Stats {
 	return s
 }
 
-// HitRate returns the share of the experts Request asked for that needed
+// HitRate returns the share of the requested experts that needed
 // no read from the file: an expert Prefetch read counts as read, since it
 // cost the disk as much as a miss. It is 0 with no requests.
 func (s Stats) HitRate() float64 {
@@ -850,9 +850,9 @@ func (s Stats) HitRate() float64 {
 	return max(0, 1-float64(s.Misses+s.Prefetched)/float64(n))
 }
 
-// NeedRate returns the share of the experts Request asked for that the
-// cache had to read for it: its misses and the prefetched experts it
-// then used, but not the prefetches no Request asked for (a wrong guess
+// NeedRate returns the share of the requested experts that the cache had
+// to read for them: the misses and the prefetched experts then
+// requested, but not the prefetches no Request asked for (a wrong guess
 // costs the disk a read that a perfect guess would not). It is 0 with
 // no requests.
 func (s Stats) NeedRate() float64 {
