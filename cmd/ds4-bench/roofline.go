@@ -187,7 +187,13 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return lockHint(err)
 	}
-	meta.Notes += hugePageNote(m.File, modelPath, f.inMemory, stderr)
+	// With --ssd-streaming the routed experts are read into the expert
+	// cache, not through the mapping: only the pinned weights count.
+	mapped := int64(0)
+	if streamed != nil {
+		mapped = engine.PinnedBytes(m)
+	}
+	meta.Notes += hugePageNote(m.File, modelPath, mapped, f.inMemory, stderr)
 	return reportRoofline(stdout, stderr, meta, r, be.Kernels().Name, f.parquetDir)
 }
 
@@ -285,10 +291,11 @@ func probeStep(stderr io.Writer, quiet bool) func(string) {
 }
 
 // hugePageNote returns the run-notes entry " huge-pages=F", F the
-// fraction of the model file f mapped through huge pages, or "" where that
-// is unknown or no file was opened (path "": the built-in model);
-// hugePageNoteOf says the rest.
-func hugePageNote(f *gguf.File, path string, inMemory bool, stderr io.Writer) string {
+// fraction of the weights the run reads through the mapping of the model
+// file f that are mapped through huge pages: of mapped bytes, or of the
+// whole file when mapped is 0. It is "" where that is unknown or no file
+// was opened (path "": the built-in model); hugePageNoteOf says the rest.
+func hugePageNote(f *gguf.File, path string, mapped int64, inMemory bool, stderr io.Writer) string {
 	if path == "" {
 		return ""
 	}
@@ -296,7 +303,18 @@ func hugePageNote(f *gguf.File, path string, inMemory bool, stderr io.Writer) st
 	if err != nil {
 		return ""
 	}
-	return hugePageNoteOf(n, f.Size(), path, inMemory, stderr)
+	huge, of := mappedHuge(n, f.Size(), mapped)
+	return hugePageNoteOf(huge, of, path, inMemory, stderr)
+}
+
+// mappedHuge returns the huge-page bytes of a file of size bytes, huge of
+// its mapping on huge pages, that count against the mapped bytes the run
+// reads through the mapping (the whole file when mapped is 0), and those.
+func mappedHuge(huge, size, mapped int64) (int64, int64) {
+	if mapped <= 0 {
+		return huge, size
+	}
+	return min(huge, mapped), mapped
 }
 
 // hugePageNoteOf returns the run-notes entry for huge of size bytes on

@@ -151,6 +151,23 @@ func TestRooflineHugePages(t *testing.T) {
 	require.Regexp(t, `kernels=\w+ huge-pages=[01]\.\d{3}\n`, out.String())
 }
 
+// TestMappedHuge checks what the huge-page share counts against: the
+// whole file, or with --ssd-streaming only the pinned weights, which are
+// all the run reads through the mapping.
+func TestMappedHuge(t *testing.T) {
+	for _, tc := range []struct {
+		huge, size, mapped int64
+		want               [2]int64
+	}{
+		{900, 9500, 0, [2]int64{900, 9500}},
+		{900, 9500, 1000, [2]int64{900, 1000}},
+		{1200, 9500, 1000, [2]int64{1000, 1000}},
+	} {
+		huge, of := mappedHuge(tc.huge, tc.size, tc.mapped)
+		require.Equal(t, tc.want, [2]int64{huge, of}, "%+v", tc)
+	}
+}
+
 func TestHugePageNote(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
