@@ -35,6 +35,17 @@ func testFile(t testing.TB, dir string) (string, []Layer) {
 	return path, layers
 }
 
+// openTestCache writes testFile in a temporary directory and opens a
+// cache over it with opt, closed when the test ends.
+func openTestCache(t testing.TB, opt Options) (*Cache, string, []Layer) {
+	t.Helper()
+	path, layers := testFile(t, t.TempDir())
+	c, err := Open(path, layers, opt)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c, path, layers
+}
+
 // acquireChecked acquires the experts exps of layer il into dst, checks
 // their views against the file and releases them.
 func acquireChecked(t testing.TB, c *Cache, layers []Layer, il int, exps []int, dst []Expert, msgAndArgs ...any) {
@@ -81,10 +92,7 @@ func pinned(c *Cache) int {
 func TestCacheReadsExperts(t *testing.T) {
 	for _, direct := range []bool{false, true} {
 		t.Run(fmt.Sprint("direct=", direct), func(t *testing.T) {
-			path, layers := testFile(t, t.TempDir())
-			c, err := Open(path, layers, Options{Slots: 4, Direct: direct})
-			require.NoError(t, err)
-			defer c.Close()
+			c, _, layers := openTestCache(t, Options{Slots: 4, Direct: direct})
 			if !direct {
 				require.False(t, c.Stats().Direct)
 			}
@@ -127,10 +135,7 @@ func TestCacheArgumentErrors(t *testing.T) {
 // TestCacheEvictsLRU runs a 2-slot cache through a sequence whose hits
 // and misses only least-recently-used eviction explains.
 func TestCacheEvictsLRU(t *testing.T) {
-	path, layers := testFile(t, t.TempDir())
-	c, err := Open(path, layers, Options{Slots: 2, Policy: LRU})
-	require.NoError(t, err)
-	defer c.Close()
+	c, _, layers := openTestCache(t, Options{Slots: 2, Policy: LRU})
 	dst := make([]Expert, 2)
 	steps := []struct {
 		il   int
@@ -174,10 +179,7 @@ func TestCacheEvictsLFU(t *testing.T) {
 // TestCacheEvictsLayered checks the default policy evicts experts of
 // the layer whose turn comes last: after layer 2, layer 0 comes next.
 func TestCacheEvictsLayered(t *testing.T) {
-	path, layers := testFile(t, t.TempDir())
-	c, err := Open(path, layers, Options{Slots: 3})
-	require.NoError(t, err)
-	defer c.Close()
+	c, _, _ := openTestCache(t, Options{Slots: 3})
 	dst := make([]Expert, 2)
 	steps := []struct {
 		il   int
@@ -200,10 +202,7 @@ func TestCacheEvictsLayered(t *testing.T) {
 // through the remaining slot, and checks an Acquire needing the pinned
 // slot waits for its Release.
 func TestCachePinnedNeverEvicted(t *testing.T) {
-	path, layers := testFile(t, t.TempDir())
-	c, err := Open(path, layers, Options{Slots: 2})
-	require.NoError(t, err)
-	defer c.Close()
+	c, _, layers := openTestCache(t, Options{Slots: 2})
 	held := make([]Expert, 1)
 	require.NoError(t, c.Acquire(0, []int{5}, held))
 	dst := make([]Expert, 2)
@@ -237,10 +236,7 @@ func TestCachePinnedNeverEvicted(t *testing.T) {
 // TestCacheConcurrent acquires and releases random experts from several
 // goroutines (run it with -race), checking every view.
 func TestCacheConcurrent(t *testing.T) {
-	path, layers := testFile(t, t.TempDir())
-	c, err := Open(path, layers, Options{Slots: 6, Direct: true, Readers: 3})
-	require.NoError(t, err)
-	defer c.Close()
+	c, _, layers := openTestCache(t, Options{Slots: 6, Direct: true, Readers: 3})
 	var wg sync.WaitGroup
 	for g := range 6 {
 		wg.Go(func() {
@@ -271,10 +267,7 @@ func TestCacheConcurrent(t *testing.T) {
 // TestCacheNoLeakedSlots runs 10,000 random acquires and releases, then
 // checks no slot stayed pinned and the whole capacity can be acquired.
 func TestCacheNoLeakedSlots(t *testing.T) {
-	path, layers := testFile(t, t.TempDir())
-	c, err := Open(path, layers, Options{Slots: 3})
-	require.NoError(t, err)
-	defer c.Close()
+	c, _, _ := openTestCache(t, Options{Slots: 3})
 	r := rand.New(rand.NewPCG(7, 7))
 	dst := make([]Expert, 3)
 	asked := int64(3)
@@ -413,10 +406,7 @@ func TestCachePrefetch(t *testing.T) {
 // policy a prefetch evicts no expert needed before its own layer's, nor
 // a pinned one.
 func TestCachePrefetchKeepsSoonerLayers(t *testing.T) {
-	path, layers := testFile(t, t.TempDir())
-	c, err := Open(path, layers, Options{Slots: 2})
-	require.NoError(t, err)
-	defer c.Close()
+	c, _, _ := openTestCache(t, Options{Slots: 2})
 	dst := make([]Expert, 1)
 	require.NoError(t, c.Acquire(2, []int{0}, dst))
 	c.Release(2, []int{0})
@@ -435,10 +425,7 @@ func TestCachePrefetchKeepsSoonerLayers(t *testing.T) {
 // prefetch of a layer may evict that layer's other experts, as its
 // Acquire would, but not the ones asked for.
 func TestCachePrefetchOwnLayer(t *testing.T) {
-	path, layers := testFile(t, t.TempDir())
-	c, err := Open(path, layers, Options{Slots: 3})
-	require.NoError(t, err)
-	defer c.Close()
+	c, _, layers := openTestCache(t, Options{Slots: 3})
 	dst := make([]Expert, 3)
 	acquireChecked(t, c, layers, 2, []int{0, 1, 2}, dst) // the cache holds layer 2's 0, 1, 2
 	c.Prefetch(2, []int{0, 5, 2})
@@ -455,10 +442,7 @@ func TestCachePrefetchOwnLayer(t *testing.T) {
 // its last turn (its needs are known; the rest wait for a later pass),
 // but never those asked for.
 func TestCachePrefetchKnownLayers(t *testing.T) {
-	path, layers := testFile(t, t.TempDir())
-	c, err := Open(path, layers, Options{Slots: 3})
-	require.NoError(t, err)
-	defer c.Close()
+	c, _, layers := openTestCache(t, Options{Slots: 3})
 	dst := make([]Expert, 2)
 	acquireChecked(t, c, layers, 0, []int{0, 1}, dst)
 	require.NoError(t, c.Acquire(2, []int{0}, dst)) // pinned; layer 0 runs next
@@ -477,10 +461,7 @@ func TestCachePrefetchKnownLayers(t *testing.T) {
 // forward pass starts at layer 0: the first evaluation's prefetches of
 // later layers do not evict layer 0's, whose reads have already ended.
 func TestCachePrefetchFirstPass(t *testing.T) {
-	path, layers := testFile(t, t.TempDir())
-	c, err := Open(path, layers, Options{Slots: 2})
-	require.NoError(t, err)
-	defer c.Close()
+	c, _, _ := openTestCache(t, Options{Slots: 2})
 	c.Prefetch(0, []int{1, 2})
 	c.bg.Wait() // layer 0's experts are resident and unpinned
 	c.Prefetch(2, []int{3, 4})
@@ -496,10 +477,7 @@ func TestCachePrefetchFirstPass(t *testing.T) {
 // order asked, across calls and layers, so that the layer that runs first
 // gets its experts first.
 func TestCachePrefetchOrder(t *testing.T) {
-	path, layers := testFile(t, t.TempDir())
-	c, err := Open(path, layers, Options{Slots: 8, Readers: 1})
-	require.NoError(t, err)
-	defer c.Close()
+	c, _, layers := openTestCache(t, Options{Slots: 8, Readers: 1})
 	var order [][2]int
 	c.onRead = func(il, e int, _ bool) { order = append(order, [2]int{il, e}) } // one reader: no race
 	c.Prefetch(0, []int{1, 2})
@@ -519,10 +497,7 @@ func TestCachePrefetchOrder(t *testing.T) {
 // prefetch has not started reads them itself, with the right bytes, and
 // that the queue's pins are dropped once read.
 func TestCacheAcquireTakesQueued(t *testing.T) {
-	path, layers := testFile(t, t.TempDir())
-	c, err := Open(path, layers, Options{Slots: 8, Readers: 1})
-	require.NoError(t, err)
-	defer c.Close()
+	c, _, layers := openTestCache(t, Options{Slots: 8, Readers: 1})
 	started, resume := make(chan int, 8), make(chan struct{})
 	c.onRead = func(_, e int, ahead bool) {
 		if !ahead {
@@ -552,10 +527,7 @@ func TestCacheAcquireTakesQueued(t *testing.T) {
 // they become resident: the resident one at once, each missing one as its
 // read ends, with the right bytes, and nothing pinned after Release.
 func TestCacheArrived(t *testing.T) {
-	path, layers := testFile(t, t.TempDir())
-	c, err := Open(path, layers, Options{Slots: 8, Readers: 1})
-	require.NoError(t, err)
-	defer c.Close()
+	c, _, layers := openTestCache(t, Options{Slots: 8, Readers: 1})
 	dst := make([]Expert, 3)
 	acquireChecked(t, c, layers, 2, []int{5}, dst)
 	gate := make(chan struct{})
@@ -563,7 +535,7 @@ func TestCacheArrived(t *testing.T) {
 	exps := []int{3, 5, 1}
 	require.NoError(t, c.Request(2, exps))
 	got, fresh := make([]bool, 3), make([]int, 0, 3)
-	fresh, err = c.Arrived(2, exps, dst, got, fresh[:0])
+	fresh, err := c.Arrived(2, exps, dst, got, fresh[:0])
 	require.NoError(t, err)
 	require.Equal(t, []int{1}, fresh, "expert 5 was resident")
 	checkView(t, layers[2], 5, dst[1])
@@ -593,14 +565,14 @@ func TestCacheArrived(t *testing.T) {
 // the expert, after the request's other reads have ended, and leaves
 // nothing pinned.
 func TestCacheArrivedError(t *testing.T) {
-	path, layers := testFile(t, t.TempDir())
-	c, err := Open(path, layers, Options{Slots: 4})
-	require.NoError(t, err)
-	defer c.Close()
+	c, path, _ := openTestCache(t, Options{Slots: 4})
 	require.NoError(t, os.Truncate(path, 70005+6*999+10)) // cuts layer 2's experts 6 and 7
 	exps, dst, got := []int{1, 7, 2}, make([]Expert, 3), make([]bool, 3)
 	require.NoError(t, c.Request(2, exps))
-	var fresh []int
+	var (
+		fresh []int
+		err   error
+	)
 	for err == nil && !(got[0] && got[1] && got[2]) {
 		fresh, err = c.Arrived(2, exps, dst, got, fresh[:0])
 	}
@@ -649,10 +621,7 @@ func TestCachePrefetchConcurrent(t *testing.T) {
 // experts allocates nothing, at once or through Request and Arrived, as a
 // decode step needs.
 func TestCacheAcquireHitsAllocateNothing(t *testing.T) {
-	path, layers := testFile(t, t.TempDir())
-	c, err := Open(path, layers, Options{Slots: 4})
-	require.NoError(t, err)
-	defer c.Close()
+	c, _, _ := openTestCache(t, Options{Slots: 4})
 	exps, dst := []int{1, 2, 3}, make([]Expert, 3)
 	require.NoError(t, c.Acquire(0, exps, dst))
 	c.Release(0, exps)

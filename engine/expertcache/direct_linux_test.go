@@ -17,10 +17,7 @@ func TestCacheSlotsOnHugePages(t *testing.T) {
 	if err != nil || !strings.Contains(string(mode), "[madvise]") && !strings.Contains(string(mode), "[always]") {
 		t.Skipf("no transparent huge pages on request here (%q, %v)", mode, err)
 	}
-	path, layers := testFile(t, t.TempDir())
-	c, err := Open(path, layers, Options{Slots: 1024})
-	require.NoError(t, err)
-	defer c.Close()
+	c, _, _ := openTestCache(t, Options{Slots: 1024})
 	require.GreaterOrEqual(t, len(c.buf), 16<<20)
 	for i := 0; i < len(c.buf); i += align {
 		c.buf[i] = 1
