@@ -141,16 +141,13 @@ var errDirectRefused = errors.New("O_DIRECT read refused")
 func timeReads(ctx context.Context, f *os.File, offs []int64, block int64, flight int) (time.Duration, error) {
 	// The expert cache's slots are on huge pages (mmap.Anon), and so are
 	// the probe's buffers, so that its reads go to the device as the
-	// cache's do; they are faulted in before the clock starts, as a
+	// cache's do; Anon faults them in before the clock starts, as a
 	// running cache's slots are.
 	bufs, free, err := mmap.Anon(flight * int(block))
 	if err != nil {
 		return 0, err
 	}
 	defer free()
-	for i := 0; i < len(bufs); i += DiskAlign {
-		bufs[i] = 1
-	}
 	var (
 		next  atomic.Int64
 		wg    sync.WaitGroup

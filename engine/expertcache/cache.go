@@ -231,17 +231,13 @@ func open(path string, layers []Layer, opt Options, openDirect func(string) *os.
 			}
 		}
 	}
+	// Anon faults the slots in now, not while a step waits on a read, and
+	// a cache too large for the memory shows at start rather than in the
+	// middle of a request.
 	buf, free, err := mmap.Anon(int(int64(opt.Slots) * sb))
 	if err != nil {
 		plain.Close()
 		return nil, fmt.Errorf("expertcache: %d slots of %d bytes: %w", opt.Slots, sb, err)
-	}
-	// Fault the slots in now: faulting a huge page in while a step waits
-	// on its read may mean compacting memory (under a memory limit,
-	// reclaiming it first), and a cache too large for the memory fails
-	// here rather than in the middle of a request.
-	for i := 0; i < len(buf); i += align {
-		buf[i] = 0
 	}
 	c := &Cache{path: path, layers: slices.Clone(layers), slotBytes: sb, readers: opt.Readers, buf: buf, free: free, plain: plain,
 		slots: make([]slot, opt.Slots), where: make([][]int32, len(layers)), known: make([]bool, len(layers)), lat: make([]time.Duration, 0, latencies)}

@@ -50,7 +50,10 @@ func Read(fd *os.File, size int) ([]byte, func() error, error) {
 
 // Anon returns size bytes of zeroed, page-aligned private memory outside
 // the Go heap that asks the kernel for transparent huge pages (madvise;
-// refused silently where the kernel has none); free releases it. Besides
+// refused silently where the kernel has none), every page faulted in;
+// free releases it. Faulting in up front keeps the cost of zeroing (and,
+// under a memory limit, of compacting memory for) huge pages out of the
+// first use, and a process short of memory meets that at once. Besides
 // the TLB, huge pages matter to O_DIRECT reads into the memory: a read's
 // buffer goes to the device as a list of physically contiguous segments,
 // one per page, and a device takes a bounded number of segments a request
@@ -65,5 +68,8 @@ func Anon(size int) ([]byte, func() error, error) {
 		return nil, nil, err
 	}
 	adviseHuge(data)
+	for i, page := 0, os.Getpagesize(); i < len(data); i += page {
+		data[i] = 0
+	}
 	return data, func() error { return unix.Munmap(data) }, nil
 }
