@@ -98,6 +98,7 @@ type Stats struct {
 	PrefetchUsed     int64         // prefetched experts a Request then asked for
 	BytesRead        int64         // bytes read from the file (alignment padding included)
 	ReadP50, ReadP99 time.Duration // latency of one expert's read, over recent reads
+	Busy             time.Duration // time during which at least one read was in flight
 	Direct           bool          // whether reads bypass the page cache (O_DIRECT)
 	Slots            int
 	SlotBytes        int64
@@ -191,6 +192,9 @@ type Cache struct {
 	onRead    func(il, e int, ahead bool) // tests: called as a read starts, ahead for Prefetch's
 	bg        sync.WaitGroup              // the readers of Prefetch and of Request
 	read      int64
+	reading   int             // reads in flight
+	busySince time.Time       // when reading last rose from 0
+	busy      time.Duration   // time with reads in flight, until busySince
 	lat       []time.Duration // ring of recent read latencies
 	latNext   int
 }
@@ -287,7 +291,10 @@ func (c *Cache) Close() error {
 // Stats returns the cache's counters.
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
-	st := Stats{Hits: c.hits, Misses: c.misses, Prefetched: c.fetched, PrefetchUsed: c.usedAhead, BytesRead: c.read, Direct: c.direct != nil, Slots: len(c.slots), SlotBytes: c.slotBytes}
+	st := Stats{Hits: c.hits, Misses: c.misses, Prefetched: c.fetched, PrefetchUsed: c.usedAhead, BytesRead: c.read, Busy: c.busy, Direct: c.direct != nil, Slots: len(c.slots), SlotBytes: c.slotBytes}
+	if c.reading > 0 {
+		st.Busy += time.Since(c.busySince)
+	}
 	lat := slices.Clone(c.lat)
 	c.mu.Unlock()
 	if len(lat) > 0 {
@@ -373,6 +380,7 @@ func (c *Cache) prefetchReader() {
 	for len(c.queue) > 0 && !c.closed {
 		q := c.queue[0]
 		c.queue = slices.Delete(c.queue, 0, 1)
+		c.started()
 		c.mu.Unlock()
 		if c.onRead != nil {
 			c.onRead(q.il, q.ld.exp, true)
@@ -406,9 +414,20 @@ func (c *Cache) distance(il int) int {
 	return (il - c.cur - 1 + n) % n
 }
 
-// finish marks ld's slot ready, or failed, counts its read, drops its
-// reader's pin and wakes the waiters; c.mu is held.
+// started counts a read that starts; c.mu is held.
+func (c *Cache) started() {
+	if c.reading == 0 {
+		c.busySince = time.Now()
+	}
+	c.reading++
+}
+
+// finish marks ld's slot ready, or failed, counts its read as ended,
+// drops its reader's pin and wakes the waiters; c.mu is held.
 func (c *Cache) finish(ld *load) {
+	if c.reading--; c.reading == 0 {
+		c.busy += time.Since(c.busySince)
+	}
 	s := &c.slots[ld.s]
 	if ld.err != nil {
 		s.state, s.err = slotFailed, ld.err
@@ -571,6 +590,9 @@ func (c *Cache) abandon(il int, experts []int, err error) error {
 func (c *Cache) readLoads(il int, loads []load) {
 	defer c.bg.Done()
 	one := func(ld *load) {
+		c.mu.Lock()
+		c.started()
+		c.mu.Unlock()
 		if c.onRead != nil {
 			c.onRead(il, ld.exp, false)
 		}
@@ -832,6 +854,7 @@ func (s Stats) Sub(before Stats) Stats {
 	s.Prefetched -= before.Prefetched
 	s.PrefetchUsed -= before.PrefetchUsed
 	s.BytesRead -= before.BytesRead
+	s.Busy -= before.Busy
 	return s
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -491,6 +492,28 @@ func TestCachePrefetchOrder(t *testing.T) {
 	acquireChecked(t, c, layers, 2, []int{0, 3}, dst)
 	st := c.Stats()
 	require.Equal(t, [3]int64{5, 0, 5}, [3]int64{st.Hits, st.Misses, st.Prefetched})
+}
+
+// TestCacheBusy checks that Stats.Busy counts the time reads are in
+// flight once however many run at once: at least the reads' time one
+// after the other, no more than the wall time with several together, and
+// nothing while every expert hits.
+func TestCacheBusy(t *testing.T) {
+	const pause = 5 * time.Millisecond
+	for _, readers := range []int{1, 3} {
+		c, _, layers := openTestCache(t, Options{Slots: 8, Readers: readers})
+		c.onRead = func(int, int, bool) { time.Sleep(pause) }
+		dst := make([]Expert, 3)
+		start := time.Now()
+		acquireChecked(t, c, layers, 2, []int{0, 4, 6}, dst)
+		wall := time.Since(start)
+		busy := c.Stats().Busy
+		require.LessOrEqual(t, busy, wall, "readers %d", readers)
+		require.GreaterOrEqual(t, busy, 3*pause/time.Duration(readers), "readers %d", readers)
+		acquireChecked(t, c, layers, 2, []int{6, 0}, dst)
+		require.Equal(t, busy, c.Stats().Busy, "readers %d: hits read nothing", readers)
+		require.Equal(t, time.Duration(0), c.Stats().Sub(c.Stats()).Busy)
+	}
 }
 
 // TestCacheAcquireTakesQueued checks that an Acquire of experts whose
