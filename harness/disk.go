@@ -231,6 +231,8 @@ type SSDLimit struct {
 	SSDMissBytesPerToken float64 `parquet:"ssd_miss_bytes_per_token"` // misses × bytes of one expert
 	SSDDecodeLimitTPS    float64 `parquet:"ssd_decode_limit_tps"`     // 1 / max(memory time, disk time)
 	SSDDecodeFraction    float64 `parquet:"ssd_decode_fraction"`      // decode tok/s over SSDDecodeLimitTPS
+	SSDDiskBusy          float64 `parquet:"ssd_disk_busy"`            // share of the timed decode with expert reads in flight
+	SSDDiskReadGBs       float64 `parquet:"ssd_disk_read_gbs"`        // the timed decode's expert reads' bytes over the time they were in flight
 }
 
 // StreamingLimit returns the SSD streaming decode speed of light from the

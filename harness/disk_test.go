@@ -101,8 +101,8 @@ func TestProbeDisk(t *testing.T) {
 // TestRooflineRecordsSSD checks that a run's rows carry the disk probe's
 // figures and, when the speed run streamed, the streaming limit (at the
 // faster random bandwidth, 1 or 8 in flight), the wrong prefetches per
-// token and the decode fraction of the limit; a run that did not stream
-// leaves them 0.
+// token, the decode's disk figures and the decode fraction of the limit;
+// a run that did not stream leaves them 0.
 func TestRooflineRecordsSSD(t *testing.T) {
 	parts := []Traffic{{Part: "total", Bytes: 1e9}}
 	mc := Machine{ReadGBsAll: 24} // memory-bound limit: 24 tok/s
@@ -119,7 +119,7 @@ func TestRooflineRecordsSSD(t *testing.T) {
 		{"mapped", disk8, false, 0},
 	} {
 		r := &Roofline{Machine: mc, Parts: parts, Speed: Speed{DecodeTokens: 16, DecodeTPS: 10}, Disk: c.disk,
-			Streaming: c.streaming, HitRate: 0.5, WasteRate: 0.125, ExpertRequests: 24, ExpertBytes: 7e6}
+			Streaming: c.streaming, HitRate: 0.5, WasteRate: 0.125, DiskBusy: 0.75, DiskReadGBs: 1.1, ExpertRequests: 24, ExpertBytes: 7e6}
 		recs := r.Records(RunMeta{})
 		require.Len(t, recs, 1, c.name)
 		rec := recs[0]
@@ -129,8 +129,9 @@ func TestRooflineRecordsSSD(t *testing.T) {
 		if c.streaming {
 			require.InDelta(t, 10/c.limit, rec.SSDDecodeFraction, 1e-9, c.name)
 			require.InDelta(t, 3, rec.SSDWastedPerToken, 1e-9, c.name)
+			require.Equal(t, [2]float64{0.75, 1.1}, [2]float64{rec.SSDDiskBusy, rec.SSDDiskReadGBs}, c.name)
 		} else {
-			require.Zero(t, rec.SSDDecodeFraction+rec.SSDHitRate+rec.SSDMissesPerToken+rec.SSDWastedPerToken, c.name)
+			require.Zero(t, rec.SSDDecodeFraction+rec.SSDHitRate+rec.SSDMissesPerToken+rec.SSDWastedPerToken+rec.SSDDiskBusy+rec.SSDDiskReadGBs, c.name)
 		}
 	}
 }

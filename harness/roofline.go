@@ -11,6 +11,7 @@ import (
 
 	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/expertcache"
 	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/harness/probe"
@@ -441,6 +442,9 @@ type Speed struct {
 	PrefillFirstTPS float64 `parquet:"prefill_first_tps"` // the session's first, untimed-for-the-fraction prefill
 	DecodeTokens    int64   `parquet:"decode_tokens"`
 	DecodeTPS       float64 `parquet:"decode_tps"`
+	// Experts is the expert cache's work over the timed decode, nil when
+	// the model does not stream its experts.
+	Experts *expertcache.Stats `parquet:"-"`
 }
 
 // speedWarmup is the number of untimed decode steps between the prefill
@@ -451,7 +455,9 @@ const speedWarmup = 4
 // MeasureSpeed prefills prefill tokens of a fixed pseudo-random sequence in
 // a fresh session on be twice (the second time timed, after a reset),
 // decodes speedWarmup more untimed, then decode more one at a time, and
-// returns both rates; tick, when not nil, is called after each step.
+// returns both rates, with the expert cache's work over the timed decode when
+// the model streams its experts; tick, when not nil, is called after each
+// step.
 func MeasureSpeed(ctx context.Context, m *engine.Model, be backends.Backend, prefill, decode int, tick func(n int)) (Speed, error) {
 	if prefill <= 0 || decode <= 0 {
 		return Speed{}, errors.New("harness: roofline: prefill and decode token counts must be positive")
@@ -482,11 +488,20 @@ func MeasureSpeed(ctx context.Context, m *engine.Model, be backends.Backend, pre
 	if err := decodeAll(ctx, s, toks[prefill:prefill+speedWarmup], tick, "roofline"); err != nil {
 		return sp, err
 	}
+	c := m.ExpertCache()
+	var st0 expertcache.Stats
+	if c != nil {
+		st0 = c.Stats()
+	}
 	start := time.Now()
 	if err := decodeAll(ctx, s, toks[prefill+speedWarmup:], tick, "roofline"); err != nil {
 		return sp, err
 	}
 	sp.DecodeTPS = float64(decode) / time.Since(start).Seconds()
+	if c != nil {
+		d := c.Stats().Sub(st0)
+		sp.Experts = &d
+	}
 	return sp, nil
 }
 

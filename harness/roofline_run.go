@@ -8,7 +8,6 @@ import (
 	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
-	"github.com/ds4-go/ds4/engine/expertcache"
 )
 
 // RooflineOptions configures RunRoofline.
@@ -27,10 +26,6 @@ type RooflineOptions struct {
 	// (ProbeDisk with Disk).
 	DiskPath string
 	Disk     DiskConfig
-	// Experts, when set, returns the expert cache's counters and true
-	// while the model streams its experts (--ssd-streaming): the speed
-	// run's hit rate gives the SSD streaming speed of light.
-	Experts func() (expertcache.Stats, bool)
 }
 
 // BarFunc starts a progress bar, labelled label, that counts total tokens,
@@ -65,15 +60,19 @@ type Roofline struct {
 	Ops           []DecodeOp
 	OpStep        time.Duration // the decode step's time when Ops were timed
 	Disk          Disk          // zero when not probed
-	// Streaming says the speed run streamed the experts from disk, with
-	// HitRate the share of its expert requests that needed no read (a
-	// prefetch a Request used counts as a read: expertcache.NeedRate)
-	// and WasteRate its prefetches no Request used, per request;
-	// ExpertRequests are the routed experts a token requests and
-	// ExpertBytes the bytes of one.
+	// Streaming says the speed run streamed the experts from disk, with,
+	// over its timed decode: HitRate the share of the expert requests that
+	// needed no read (a prefetch a Request used counts as a read:
+	// expertcache.NeedRate), WasteRate the prefetches no Request used, per
+	// request, DiskBusy the share of the time with reads in flight and
+	// DiskReadGBs the rate of the reads while there were. ExpertRequests
+	// are the routed experts a token requests and ExpertBytes the bytes of
+	// one.
 	Streaming      bool
 	HitRate        float64
 	WasteRate      float64
+	DiskBusy       float64
+	DiskReadGBs    float64
 	ExpertRequests int
 	ExpertBytes    int64
 }
@@ -155,20 +154,22 @@ func (r *Roofline) measureSpeed(ctx context.Context, m *engine.Model, be backend
 		defer unlock()
 	}
 	tick, finish := opt.Bar.start("prefill+decode", 2*opt.Prefill+opt.Decode+speedWarmup)
-	st0, streaming := expertStats(opt.Experts)
 	sp, err := MeasureSpeed(ctx, m, be, opt.Prefill, opt.Decode, tick)
 	finish()
 	if err != nil {
 		return err
 	}
 	r.Speed = sp
-	if st1, ok := expertStats(opt.Experts); streaming && ok {
+	if d := sp.Experts; d != nil {
 		r.Streaming = true
-		d := st1.Sub(st0)
 		r.HitRate = 1 - d.NeedRate()
 		if n := d.Hits + d.Misses; n > 0 {
 			r.WasteRate = float64(d.Prefetched-d.PrefetchUsed) / float64(n)
 		}
+		if sp.DecodeTPS > 0 {
+			r.DiskBusy = d.Busy.Seconds() * sp.DecodeTPS / float64(sp.DecodeTokens)
+		}
+		r.DiskReadGBs = GBs(d.BytesRead, d.Busy)
 	}
 	// The bandwidth and the arithmetic peaks drift; the best of the
 	// probes before and after the run keeps the fractions of the speed of
@@ -228,20 +229,13 @@ func (r *Roofline) Records(meta RunMeta) []RooflineRecord {
 		if r.Streaming {
 			rec.SSDLimit = StreamingLimit(rec.DecodeLimitTPS, r.HitRate, r.ExpertRequests, r.ExpertBytes, max(r.Disk.DiskRand1GBs, r.Disk.DiskRand8GBs))
 			rec.SSDWastedPerToken = r.WasteRate * float64(r.ExpertRequests)
+			rec.SSDDiskBusy, rec.SSDDiskReadGBs = r.DiskBusy, r.DiskReadGBs
 			if rec.SSDDecodeLimitTPS > 0 {
 				rec.SSDDecodeFraction = rec.DecodeTPS / rec.SSDDecodeLimitTPS
 			}
 		}
 	}
 	return recs
-}
-
-// expertStats returns the expert cache's counters from experts, if set.
-func expertStats(experts func() (expertcache.Stats, bool)) (expertcache.Stats, bool) {
-	if experts == nil {
-		return expertcache.Stats{}, false
-	}
-	return experts()
 }
 
 // ExpertReadBlock returns the disk probe's read for m: the mean bytes of

@@ -13,7 +13,6 @@ import (
 
 	"github.com/ds4-go/ds4/backends/cpu"
 	"github.com/ds4-go/ds4/engine"
-	"github.com/ds4-go/ds4/engine/expertcache"
 	"github.com/ds4-go/ds4/gguf"
 	"github.com/ds4-go/ds4/harness"
 	"github.com/ds4-go/ds4/internal/cli"
@@ -175,7 +174,6 @@ func runRoofline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		Probe: f.probes.config(be.Workers()), Speed: !f.noSpeed, Prefill: f.prefill, Decode: f.decode, Lock: f.lock,
 		Rounds: f.rounds, PrefillRounds: f.prefillRounds, Ops: f.opsFlag,
 		Step: probeStep(stderr, f.noProgress), Bar: bars(stderr, f.noProgress),
-		Experts: func() (expertcache.Stats, bool) { return cli.ExpertStats(m) },
 	}
 	if modelPath != "" && f.diskMB > 0 {
 		opt.DiskPath = modelPath
@@ -450,6 +448,7 @@ func printLimits(w io.Writer, r harness.RooflineRecord) {
 	if r.SSDDecodeLimitTPS > 0 {
 		fmt.Fprintf(w, "ssd streaming limit:    %.3f tok/s (the longer of the memory time and %.2f misses × %.2f MB at %.3f GB/s: hit rate %.3f; %.2f wrong prefetches a token besides)\n",
 			r.SSDDecodeLimitTPS, r.SSDMissesPerToken, r.SSDMissBytesPerToken/max(r.SSDMissesPerToken, 1e-300)/1e6, max(r.DiskRand1GBs, r.DiskRand8GBs), r.SSDHitRate, r.SSDWastedPerToken)
+		fmt.Fprintf(w, "                        the decode's expert reads kept the disk busy %.3f of the time, at %.3f GB/s while they ran\n", r.SSDDiskBusy, r.SSDDiskReadGBs)
 	}
 	fmt.Fprintf(w, "prefill compute limit:  %.3f tok/s (int8 at the AVX2 int8-dot peak)\n", r.PrefillLimitTPS)
 	if r.PrefillLimitMixTPS > 0 {

@@ -151,6 +151,34 @@ func TestRooflineHugePages(t *testing.T) {
 	require.Regexp(t, `kernels=\w+ huge-pages=[01]\.\d{3}\n`, out.String())
 }
 
+// TestRooflineStreaming runs the roofline with the experts streamed
+// through a cache of 4 slots, fewer than a token uses: the report must
+// carry the streaming limit and the timed decode's disk figures, whose
+// Parquet row has misses, a busy share of at most 1 and a read rate.
+func TestRooflineStreaming(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tiny.gguf")
+	_, err := synth.WriteFile(path, synth.Options{Params: layout.Tiny(), Recipe: layout.RecipeQ2, Seed: 1})
+	require.NoError(t, err)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"roofline", "-m", path, "--ssd-streaming", "--ssd-streaming-cache-experts", "4", "--disk-mb", "1",
+		"--buffer-mb", "8", "--min-time", "10ms", "--trials", "1", "--prefill", "4", "--decode", "3", "-t", "2", "--parquet", dir, "--no-progress"}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	require.Contains(t, out.String(), "of the ssd streaming limit")
+	require.Regexp(t, `the decode's expert reads kept the disk busy [01]\.\d{3} of the time, at \d+\.\d{3} GB/s while they ran`, out.String())
+	files, err := filepath.Glob(filepath.Join(dir, harness.RooflineTable, "model=DS4-tiny", "date=*", "*.parquet"))
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	recs, err := harness.ReadRows[harness.RooflineRecord](files[0])
+	require.NoError(t, err)
+	tot := recs[len(recs)-1]
+	require.Positive(t, tot.SSDMissesPerToken)
+	require.Positive(t, tot.SSDDecodeFraction)
+	require.Positive(t, tot.SSDDiskBusy)
+	require.LessOrEqual(t, tot.SSDDiskBusy, 1.0)
+	require.Positive(t, tot.SSDDiskReadGBs)
+}
+
 // TestMappedHuge checks what the huge-page share counts against: the
 // whole file, or with --ssd-streaming only the pinned weights, which are
 // all the run reads through the mapping.
