@@ -3,7 +3,10 @@
 # memory cgroup limit, plain mapping against --ssd-streaming, interleaved.
 # Needs root and the cgroup v1 memory controller.
 #
-#   scripts/ssd-bench.sh [-m SLICE.gguf] [-l LIMIT_BYTES] [-r ROUNDS] [-b READ_BYTES_PER_S]
+#   scripts/ssd-bench.sh [-m SLICE.gguf] [-l LIMIT_BYTES] [-r ROUNDS] [-b READ_BYTES_PER_S] [-c CONFIGS]
+#
+# -c runs only the configurations named, comma-separated, of plain,
+# ssd-default, ssd-1GiB and ssd-roofline (default: all four).
 #
 # -b throttles every run's reads from the model file's disk to that many
 # bytes a second (the cgroup v1 blkio controller), to measure as on a
@@ -17,10 +20,11 @@
 # of each configuration.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model=ds4flash-4l.gguf limit=$((4 << 30)) rounds=3 bps=
-while getopts m:l:r:b: o; do
+model=ds4flash-4l.gguf limit=$((4 << 30)) rounds=3 bps= only=
+while getopts m:l:r:b:c: o; do
 	case $o in
 	b) bps=$OPTARG ;;
+	c) only=$OPTARG ;;
 	m) model=$OPTARG ;;
 	l) limit=$OPTARG ;;
 	r) rounds=$OPTARG ;;
@@ -56,6 +60,15 @@ if [ -n "$bps" ]; then
 fi
 
 configs=("plain" "ssd-default" "ssd-1GiB" "ssd-roofline")
+if [ -n "$only" ]; then
+	IFS=, read -ra configs <<<"$only"
+	for c in "${configs[@]}"; do
+		case $c in
+		plain | ssd-default | ssd-1GiB | ssd-roofline) ;;
+		*) echo "ssd-bench: -c: unknown configuration $c" >&2; exit 2 ;;
+		esac
+	done
+fi
 args_of() {
 	case $1 in
 	plain) ;;
@@ -87,6 +100,7 @@ for r in $(seq "$rounds"); do
 			prefill=$(echo "$out" | sed -n 's/^prefill: *\([0-9.]*\) tok\/s.*/\1/p')
 			gen=$(echo "$out" | sed -n 's/^decode: *\([0-9.]*\) tok\/s.*/\1/p')
 			ssd="ssd_fraction=$(echo "$out" | sed -n 's/^decode:.* \([0-9.]*\) of the ssd streaming limit.*/\1/p') $(echo "$out" | grep -m1 'ssd streaming limit:')"
+			ssd="$ssd disk_busy=$(echo "$out" | sed -n 's/.*kept the disk busy \([0-9.]*\) of the time, at \([0-9.]*\) GB.*/\1 read_gbs=\2/p')"
 		else
 			row=$(echo "$out" | grep -E '^64,64,')
 			prefill=$(echo "$row" | cut -d, -f3) gen=$(echo "$row" | cut -d, -f5)
@@ -99,8 +113,8 @@ for r in $(seq "$rounds"); do
 done
 echo "medians over $rounds rounds (limit $((limit >> 20)) MiB):"
 for c in "${configs[@]}"; do
-	for k in prefill_tps gen_tps ssd_fraction; do
-		grep "^$c " "$results" | sed -n "s/.* $k=\([0-9.]*\).*/\1/p" | sort -g | awk -v c="$c" -v k="$k" '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%s %s %.2f\n", c, k, m }'
+	for k in prefill_tps gen_tps ssd_fraction disk_busy read_gbs; do
+		grep "^$c " "$results" | sed -n "s/.* $k=\([0-9.]*\).*/\1/p" | sort -g | awk -v c="$c" -v k="$k" '{ v[NR] = $1 } END { if (NR == 0) exit; m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%s %s %.2f\n", c, k, m }'
 	done
 done
 rm -f "$results"
