@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"math"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/ds4-go/ds4/backends"
 	"github.com/ds4-go/ds4/backends/cpu"
+	"github.com/ds4-go/ds4/convert/synth"
 	"github.com/ds4-go/ds4/engine"
+	"github.com/ds4-go/ds4/engine/layout"
 	"github.com/ds4-go/ds4/harness/probe"
 	"github.com/ds4-go/ds4/quant"
 )
@@ -298,6 +303,30 @@ func TestMeasureMachine(t *testing.T) {
 	if _, err := MeasureMachine(context.Background(), MachineConfig{BufferBytes: 64}, nil); err == nil {
 		t.Error("64-byte buffer: no error")
 	}
+}
+
+// TestMeasureSpeedStreaming checks that a streaming model's speed run
+// reports the expert cache's work over the timed decode alone: every
+// request of its tokens and none of the prefills' or the warm-up's.
+func TestMeasureSpeedStreaming(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	_, err := synth.WriteFile(path, synth.Options{Params: layout.Tiny(), Recipe: layout.RecipeQ2, Seed: 1})
+	require.NoError(t, err)
+	m, err := engine.Open(path)
+	require.NoError(t, err)
+	defer m.File.Close()
+	be := cpu.New(2)
+	defer be.Close()
+	sp, err := MeasureSpeed(context.Background(), m, be, 8, 3, nil)
+	require.NoError(t, err)
+	require.Nil(t, sp.Experts, "a mapped model")
+	require.NoError(t, m.Stream(path, engine.StreamOptions{Slots: 4}))
+	sp, err = MeasureSpeed(context.Background(), m, be, 8, 3, nil)
+	require.NoError(t, err)
+	require.NotNil(t, sp.Experts)
+	p := m.Params
+	require.Equal(t, int64(3*p.Layers*p.ExpertsUsed), sp.Experts.Hits+sp.Experts.Misses)
+	require.Positive(t, sp.Experts.Busy)
 }
 
 func TestMeasureSpeedAndParquet(t *testing.T) {
