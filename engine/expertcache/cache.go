@@ -380,14 +380,7 @@ func (c *Cache) prefetchReader() {
 	for len(c.queue) > 0 && !c.closed {
 		q := c.queue[0]
 		c.queue = slices.Delete(c.queue, 0, 1)
-		c.started()
-		c.mu.Unlock()
-		if c.onRead != nil {
-			c.onRead(q.il, q.ld.exp, true)
-		}
-		c.readOne(q.il, &q.ld)
-		c.mu.Lock()
-		c.finish(&q.ld)
+		c.readCounted(q.il, &q.ld, true)
 	}
 	c.active--
 }
@@ -414,20 +407,29 @@ func (c *Cache) distance(il int) int {
 	return (il - c.cur - 1 + n) % n
 }
 
-// started counts a read that starts; c.mu is held.
-func (c *Cache) started() {
+// readCounted reads ld, an expert of layer il (ahead: for Prefetch), for one
+// of the readers, counting the time reads are in flight; c.mu is held,
+// and released during the read.
+func (c *Cache) readCounted(il int, ld *load, ahead bool) {
 	if c.reading == 0 {
 		c.busySince = time.Now()
 	}
 	c.reading++
-}
-
-// finish marks ld's slot ready, or failed, counts its read as ended,
-// drops its reader's pin and wakes the waiters; c.mu is held.
-func (c *Cache) finish(ld *load) {
+	c.mu.Unlock()
+	if c.onRead != nil {
+		c.onRead(il, ld.exp, ahead)
+	}
+	c.readOne(il, ld)
+	c.mu.Lock()
 	if c.reading--; c.reading == 0 {
 		c.busy += time.Since(c.busySince)
 	}
+	c.finish(ld)
+}
+
+// finish marks ld's slot ready, or failed, counts its read, drops its
+// reader's pin and wakes the waiters; c.mu is held.
+func (c *Cache) finish(ld *load) {
 	s := &c.slots[ld.s]
 	if ld.err != nil {
 		s.state, s.err = slotFailed, ld.err
@@ -591,14 +593,7 @@ func (c *Cache) readLoads(il int, loads []load) {
 	defer c.bg.Done()
 	one := func(ld *load) {
 		c.mu.Lock()
-		c.started()
-		c.mu.Unlock()
-		if c.onRead != nil {
-			c.onRead(il, ld.exp, false)
-		}
-		c.readOne(il, ld)
-		c.mu.Lock()
-		c.finish(ld)
+		c.readCounted(il, ld, false)
 		c.mu.Unlock()
 	}
 	if len(loads) == 1 {
