@@ -1,8 +1,6 @@
 package expertcache
 
 import (
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/ds4-go/ds4/internal/mmap"
@@ -13,9 +11,8 @@ import (
 // transparent huge pages, where the kernel grants them on request: direct
 // reads into them go to the device in far fewer requests.
 func TestCacheSlotsOnHugePages(t *testing.T) {
-	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
-	if err != nil || !strings.Contains(string(mode), "[madvise]") && !strings.Contains(string(mode), "[always]") {
-		t.Skipf("no transparent huge pages on request here (%q, %v)", mode, err)
+	if setting, ok := mmap.HugeOnRequest(); !ok {
+		t.Skipf("no transparent huge pages on request here (%s)", setting)
 	}
 	c, _, _ := openTestCache(t, Options{Slots: 1024})
 	require.GreaterOrEqual(t, len(c.buf), 16<<20)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -22,6 +23,18 @@ func adviseHuge(b []byte) {
 	if off < len(b) {
 		_ = unix.Madvise(b[off:], unix.MADV_HUGEPAGE)
 	}
+}
+
+// HugeOnRequest reports whether the kernel backs memory that asks for
+// transparent huge pages (madvise) with them, and its setting (or why it
+// is unknown), for messages.
+func HugeOnRequest() (setting string, ok bool) {
+	b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	if err != nil {
+		return err.Error(), false
+	}
+	setting = string(bytes.TrimSpace(b))
+	return setting, strings.Contains(setting, "[madvise]") || strings.Contains(setting, "[always]")
 }
 
 // HugeBytes returns how many bytes of b, a mapping this process made,

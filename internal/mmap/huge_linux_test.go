@@ -106,9 +106,8 @@ func TestTouchMapsPages(t *testing.T) {
 // TestHugeFloats writes a 32 MiB HugeFloats slice and checks that huge
 // pages back some of it, where the kernel grants them on request.
 func TestHugeFloats(t *testing.T) {
-	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
-	if err != nil || !strings.Contains(string(mode), "[madvise]") && !strings.Contains(string(mode), "[always]") {
-		t.Skipf("no transparent huge pages on request here (%q, %v)", mode, err)
+	if setting, ok := HugeOnRequest(); !ok {
+		t.Skipf("no transparent huge pages on request here (%s)", setting)
 	}
 	b := HugeFloats(8 << 20)
 	require.Len(t, b, 8<<20)
@@ -128,9 +127,8 @@ func TestHugeFloats(t *testing.T) {
 // page-aligned and backed by huge pages in part, where the kernel grants
 // them on request.
 func TestAnon(t *testing.T) {
-	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
-	if err != nil || !strings.Contains(string(mode), "[madvise]") && !strings.Contains(string(mode), "[always]") {
-		t.Skipf("no transparent huge pages on request here (%q, %v)", mode, err)
+	if setting, ok := HugeOnRequest(); !ok {
+		t.Skipf("no transparent huge pages on request here (%s)", setting)
 	}
 	b, free, err := Anon(32 << 20)
 	require.NoError(t, err)
